@@ -1,0 +1,239 @@
+"""Compare what the student's code returned with what it should have, and say why it differs.
+
+Everything here works on plain data (the runner's results), so it runs the same way in the
+notebook (public checks, expected values loaded from stored data) and in the grader's
+trusted process (hidden checks, expected values computed by the reference).
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from . import properties as property_checks
+
+
+class CheckFailed(AssertionError):
+    """An exercise failed its checks; the message says what is likely wrong."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """assert_close tolerances per dtype; every check states the ones it uses."""
+
+    float32: tuple = (1e-4, 1e-5)  # (rtol, atol)
+    float64: tuple = (1e-7, 1e-9)
+
+    def for_dtype(self, dtype):
+        return self.float64 if dtype == torch.float64 else self.float32
+
+
+@dataclass
+class Report:
+    """The outcome of one exercise's checks."""
+
+    exercise: str
+    total: int = 0
+    passed: int = 0
+    failures: list = field(default_factory=list)
+    hints: list = field(default_factory=list)  # the likely mistake behind each failure, if known
+    not_implemented: bool = False
+
+    @property
+    def likely_mistake(self):
+        """The hint most failures point to, or None."""
+        known = [hint for hint in self.hints if hint]
+        return max(known, key=known.count) if known else None
+
+    @property
+    def ok(self):
+        return self.total > 0 and self.passed == self.total and not self.not_implemented
+
+
+def _shape(t):
+    return tuple(t.shape)
+
+
+def _largest_difference(got, expected):
+    diff = (got.double() - expected.double()).abs().nan_to_num(float("inf"))
+    flat = int(diff.argmax())
+    index = list(torch.unravel_index(torch.tensor(flat), diff.shape)) if diff.dim() else []
+    where = f" at index {[int(i) for i in index]}" if index else ""
+    return f"largest difference {float(diff.flatten()[flat]):.3g}{where}"
+
+
+def _close(got, expected, tolerance):
+    if not isinstance(got, torch.Tensor) or not isinstance(expected, torch.Tensor):
+        if isinstance(expected, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
+            return math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12)
+        return type(got) is type(expected) and got == expected
+    if got.shape != expected.shape or got.dtype != expected.dtype:
+        return False
+    if not expected.is_floating_point():
+        return torch.equal(got, expected)
+    rtol, atol = tolerance.for_dtype(expected.dtype)
+    try:
+        torch.testing.assert_close(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+        return True
+    except AssertionError:
+        return False
+
+
+def _matches(got_outputs, expected_outputs, tolerance):
+    return len(got_outputs) == len(expected_outputs) and all(
+        _close(g, e, tolerance) for g, e in zip(got_outputs, expected_outputs)
+    )
+
+
+def _diagnose(exercise, probe, got, mistakes, tolerance):
+    """The hint of the known mistake that explains this output, else of a broken property."""
+    for hint, mistaken in mistakes:
+        if mistaken.get("ok") and _matches(got["outputs"], mistaken["outputs"], tolerance):
+            return hint
+    for check in property_checks.PROPERTIES.get(exercise, ()):
+        hint = check(probe, got["outputs"])
+        if hint:
+            return hint
+    return None
+
+
+def _name(probe, i):
+    names = probe.get("output_names") or []
+    return names[i] if i < len(names) else f"output {i}"
+
+
+def _compare_value(label, got, expected, tolerance):
+    """Why one returned value differs from the expected one, or None if it doesn't."""
+    if expected is None:
+        return None if got is None else f"{label} should be None, got a {type(got).__name__}"
+    if not isinstance(expected, torch.Tensor):
+        if _close(got, expected, tolerance):
+            return None
+        return f"{label} is {got!r}, expected {expected!r}"
+    if not isinstance(got, torch.Tensor):
+        return f"{label} should be a tensor, got {type(got).__name__}"
+    if got.shape != expected.shape:
+        return f"{label} has shape {_shape(got)} but should have shape {_shape(expected)}"
+    if got.dtype != expected.dtype:
+        return (
+            f"{label} has dtype {got.dtype} but should be {expected.dtype}: follow the dtype of the "
+            "inputs (don't hard-code float32; create new tensors with dtype=x.dtype or *_like)"
+        )
+    if expected.is_floating_point() and got.isnan().any() and not expected.isnan().any():
+        return f"{label} contains NaN where the expected values are finite"
+    if _close(got, expected, tolerance):
+        return None
+    if not expected.is_floating_point():
+        wrong = int((got != expected).sum())
+        return f"{label}: {wrong} of {expected.numel()} entries are wrong"
+    rtol, atol = tolerance.for_dtype(expected.dtype)
+    return f"{label}: wrong values ({_largest_difference(got, expected)}; rtol={rtol:g}, atol={atol:g})"
+
+
+def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
+    """(message, likely mistake) pairs saying how ``got`` falls short of ``expected`` (empty: it passed).
+
+    ``mistakes`` are (hint, result) pairs: what known wrong answers return on this probe.
+    Raises NotImplementedError when the student's code is still a stub.
+    """
+    where = f"[{probe['title']}]"
+    if not got.get("ok") and got.get("error", {}).get("type") == "NotImplementedError":
+        raise NotImplementedError(f"{exercise} is not implemented yet: write it in its answer cell")
+    if not expected.get("ok"):
+        want = expected["error"]["type"]
+        if got.get("ok"):
+            return [(f"{where} should raise {want} ({expected['error']['message']}), but it returned normally", None)]
+        if got["error"]["type"] != want:
+            return [(f"{where} raised {got['error']['type']} ({got['error']['message']}); expected {want}", None)]
+        return []
+    if not got.get("ok"):
+        error = got["error"]
+        trace = f"\n{error['traceback'].rstrip()}" if error.get("traceback") else ""
+        return [(f"{where} raised {error['type']}: {error['message']}{trace}", None)]
+
+    got_outputs, expected_outputs = got["outputs"], expected["outputs"]
+    if len(got_outputs) != len(expected_outputs):
+        names = ", ".join(probe.get("output_names") or []) or f"{len(expected_outputs)} values"
+        return [(f"{where} returned {len(got_outputs)} value(s); expected {len(expected_outputs)} ({names})", None)]
+    failures = []
+    for i, (g, e) in enumerate(zip(got_outputs, expected_outputs)):
+        problem = _compare_value(_name(probe, i), g, e, tolerance)
+        if problem is None and isinstance(e, torch.Tensor) and got["devices"][i] != expected["devices"][i]:
+            problem = (
+                f"{_name(probe, i)} is on {got['devices'][i]} but the inputs are on {expected['devices'][i]}: "
+                "create new tensors on the inputs' device (device=x.device), never with .cuda() or .cpu()"
+            )
+        if problem:
+            failures.append(problem)
+    if failures:
+        hint = _diagnose(exercise, probe, got, mistakes, tolerance)
+        return [(f"{where} " + "; ".join(failures), hint)]
+
+    for kind in ("input_grads", "param_grads"):
+        for key, e in expected.get(kind, {}).items():
+            g = got.get(kind, {}).get(key)
+            label = f"the gradient of {'input ' + str(key) if kind == 'input_grads' else key}"
+            if e is not None and g is None:
+                failures.append(f"{label} is missing: does something detach the computation (.detach(), .data, .item())?")
+            else:
+                problem = _compare_value(label, g, e, tolerance)
+                if problem:
+                    failures.append(problem)
+    for g, e in zip(got.get("fixtures", []), expected.get("fixtures", [])):
+        for key, value in e.items():
+            if g.get(key) != value:
+                failures.append(property_checks.FIXTURE_HINTS.get(key, f"the model's {key} is {g.get(key)}, expected {value}"))
+    return [(f"{where} {f}", None) for f in failures]
+
+
+class _Lazy:
+    """An iterable that asks for its items only when first iterated."""
+
+    def __init__(self, make, i):
+        self.make, self.i = make, i
+
+    def __iter__(self):
+        return iter(self.make(self.i))
+
+
+def compare_relation(exercise, probe, got, base_got):
+    """Check an output relation between two probes (e.g. permutation equivariance)."""
+    relation = probe.get("relation")
+    if not relation or not got.get("ok") or not base_got.get("ok"):
+        return []
+    perm = relation["perm"]
+    for axes, g, b in zip(relation["axes"], got["outputs"], base_got["outputs"]):
+        if not isinstance(g, torch.Tensor) or not isinstance(b, torch.Tensor):
+            continue
+        permuted = b
+        for axis in axes:
+            permuted = permuted.index_select(axis, perm)
+        if permuted.shape != g.shape or not torch.allclose(g.double(), permuted.double(), rtol=1e-4, atol=1e-5):
+            return [(f"[{probe['title']}] {relation['message']}", None)]
+    return []
+
+
+def check_probes(exercise, probes, got_results, expected_results, mistakes_for=None, tolerance=Tolerance()):
+    """Compare every probe and gather one Report for the exercise.
+
+    ``mistakes_for(i)`` gives the (hint, result) pairs of known mistakes on probe i; it is
+    called only for probes that fail, since computing them can cost as much as the check.
+    """
+    report = Report(exercise)
+    by_id = {probe["id"]: got for probe, got in zip(probes, got_results)}
+    for i, (probe, got, expected) in enumerate(zip(probes, got_results, expected_results)):
+        mistakes = _Lazy(mistakes_for, i) if mistakes_for else ()
+        try:
+            failures = compare(exercise, probe, got, expected, mistakes, tolerance)
+        except NotImplementedError:
+            report.not_implemented = True
+            failures = [(f"{exercise} is not implemented yet", None)]
+        if not failures and probe.get("relation"):
+            failures = compare_relation(exercise, probe, got, by_id.get(probe["relation"]["base"], {}))
+        report.total += 1
+        if failures:
+            report.failures.extend(message for message, _ in failures)
+            report.hints.extend(hint for _, hint in failures)
+        else:
+            report.passed += 1
+    return report

@@ -1,0 +1,67 @@
+"""Hidden checks: the grader's probes, expected values computed live by the reference.
+
+Never shipped to students. ``check_hidden`` runs them in-process (for nbgrader's hidden test
+cells); the trusted grader (``autograder.grading``) instead runs the student's code on
+``probes_for(name)`` in a sandbox and calls ``report_for`` on what comes back.
+"""
+
+import functools
+import importlib
+
+import torch
+
+from ...curriculum import LESSONS
+from ..compare import Report, check_probes
+from ..public import forbidden_report, summarize
+from ..runner import run_probe, run_probes
+
+# One module of checks per lesson, named l<NN>_<topic>; lessons without one yet are skipped.
+_LESSON_MODULES = {name: f"{__name__}.l{name}" for name in LESSONS}
+
+
+@functools.lru_cache(maxsize=None)
+def specs():
+    """{exercise name: ExerciseChecks} for every lesson whose checks exist."""
+    found = {}
+    for module_name in _LESSON_MODULES.values():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        found.update({spec.name: spec for spec in module.EXERCISES})
+    return found
+
+
+def available_devices():
+    return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+
+
+def probes_for(name, devices=None):
+    """Every probe the grader runs for an exercise: the public ones and the hidden ones."""
+    return specs()[name].hidden_probes(devices or available_devices())
+
+
+def report_for(name, probes, got_results):
+    """Compare a student's results (plain data) with the reference's; the trusted side of grading."""
+    spec = specs()[name]
+    expected = run_probes(spec.reference, probes)
+
+    def mistakes_for(i):
+        return [(hint, run_probe(wrong, probes[i])) for hint, wrong in spec.mistakes]
+
+    return check_probes(name, probes, got_results, expected, mistakes_for, spec.tolerance)
+
+
+def check_hidden(name, obj):
+    """Run the hidden checks on the student's object in this process (nbgrader's hidden tests)."""
+    spec = specs()[name]
+    report = forbidden_report(name, obj)
+    if report is None:
+        probes = probes_for(name)
+        report = report_for(name, probes, run_probes(obj, probes))
+    return summarize(report, "hidden", spec.tolerance)
+
+
+__all__ = ["check_hidden", "probes_for", "report_for", "specs", "Report"]

@@ -1,0 +1,47 @@
+"""Build the public checks' stored data from the reference: ``python -m autograder.checks.hidden.build_data``.
+
+For each lesson, ``autograder/checks/data/<lesson>.pt`` holds, per exercise, the public probes,
+the reference's results on them, and what each known mistake returns on them. A test proves
+the stored data equal to what this module builds.
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+
+from ...curriculum import LESSONS
+from ..runner import run_probe, run_probes
+from . import specs
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+
+def public_data(lesson_name):
+    """{exercise: {probes, expected, mistakes, tolerance}} for one lesson."""
+    data = {}
+    for exercise in LESSONS[lesson_name].exercises:
+        spec = specs().get(exercise.name)
+        if spec is None:
+            continue
+        probes = spec.public_probes()
+        data[exercise.name] = {
+            "probes": probes,
+            "expected": run_probes(spec.reference, probes),
+            "mistakes": [[(hint, run_probe(wrong, p)) for hint, wrong in spec.mistakes] for p in probes],
+            "tolerance": [list(spec.tolerance.float32), list(spec.tolerance.float64)],
+        }
+    return data
+
+
+def main(argv=None):
+    DATA_DIR.mkdir(exist_ok=True)
+    for lesson_name in LESSONS:
+        data = public_data(lesson_name)
+        if data:
+            torch.save(data, DATA_DIR / f"{lesson_name}.pt")
+            print(f"wrote {DATA_DIR / f'{lesson_name}.pt'} ({', '.join(data)})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

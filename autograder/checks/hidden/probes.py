@@ -1,0 +1,90 @@
+"""Builders for probes: seeded inputs and reference weights, as plain dicts (see ..runner)."""
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..compare import Tolerance
+from ..runner import run_probe
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def randn(*shape, seed, dtype="float32", scale=1.0):
+    """A seeded normal tensor; the same seed gives the same values whatever ran before."""
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=generator, dtype=torch.float64) * scale).to(DTYPES[dtype])
+
+
+def random_bool_mask(*shape, seed, p=0.3, keep_one=True):
+    """True (blocked) with probability p; with keep_one, every row keeps its first key open."""
+    generator = torch.Generator().manual_seed(seed)
+    mask = torch.rand(*shape, generator=generator) < p
+    if keep_one:
+        mask[..., 0] = False
+    return mask
+
+
+def additive(mask, dtype="float32"):
+    """The float form of a boolean mask: -inf where blocked, 0 elsewhere."""
+    return torch.zeros(mask.shape, dtype=DTYPES[dtype]).masked_fill(mask, float("-inf"))
+
+
+def function_probe(id, title, args=(), kwargs=None, output_names=(), **extra):
+    return {"id": id, "title": title, "construct": None, "args": list(args), "kwargs": dict(kwargs or {}),
+            "output_names": list(output_names), **extra}
+
+
+def module_probe(id, title, module_class, init_args=(), init_kwargs=None, args=(), kwargs=None, seed=0,
+                 dtype="float32", method="forward", output_names=(), perturb=0.1, **extra):
+    """A probe that builds ``module_class`` and loads weights made by the reference.
+
+    The weights are perturbed so that no parameter keeps a value (LayerNorm's ones and zeros,
+    say) under which a wrong answer could look right.
+    """
+    init_kwargs = dict(init_kwargs or {})
+    torch.manual_seed(seed)
+    reference = module_class(*init_args, **init_kwargs)
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * perturb)
+    state_dict = {k: v.detach().clone() for k, v in reference.state_dict().items()}
+    return {"id": id, "title": title, "construct": {"args": list(init_args), "kwargs": init_kwargs,
+            "state_dict": state_dict}, "method": method, "args": list(args), "kwargs": dict(kwargs or {}),
+            "dtype": dtype, "output_names": list(output_names), **extra}
+
+
+def with_gradients(probe, reference, seed):
+    """The same probe, also back-propagating a seeded upstream gradient through every output."""
+    outputs = run_probe(reference, probe)["outputs"]
+    dtype = probe.get("dtype") or next(
+        (str(a.dtype).replace("torch.", "") for a in probe["args"] if isinstance(a, torch.Tensor) and a.is_floating_point()),
+        "float32",
+    )
+    grad_outputs = [
+        randn(*o.shape, seed=seed + i, dtype=dtype) if isinstance(o, torch.Tensor) and o.is_floating_point() else None
+        for i, o in enumerate(outputs)
+    ]
+    return dict(probe, id=probe["id"] + "/grad", title=probe["title"] + ", gradients", grad_outputs=grad_outputs)
+
+
+def on_device(probe, device):
+    return dict(probe, id=f"{probe['id']}/{device}", title=f"{probe['title']}, on {device}", device=device)
+
+
+@dataclass
+class ExerciseChecks:
+    """Everything the grader knows about one exercise.
+
+    public_probes: shown to students (their expected values are stored as data);
+    hidden_probes: the grader's extra, stranger inputs (the grader runs both);
+    mistakes: (hint, wrong implementation) pairs that name what a failing answer likely did.
+    """
+
+    name: str
+    reference: object
+    public_probes: callable
+    hidden_probes: callable
+    mistakes: list = field(default_factory=list)
+    tolerance: Tolerance = Tolerance()

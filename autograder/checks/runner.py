@@ -1,0 +1,191 @@
+"""Run a student's function or module on one probe and return plain data.
+
+This module is what runs next to student code, in the notebook's kernel for the public
+checks and in the sandboxed child when grading. It imports nothing that knows the answers
+(no reference, no hidden checks): a probe carries the inputs and the weights, and the run
+gives back tensors, numbers and error descriptions, nothing else.
+
+A probe is a plain dict:
+    id, title        name and a human description ("float64, batch 3, L=4, S=6")
+    construct        None for a function; for a module {"args", "kwargs", "state_dict"}
+    method           the method to call on a module ("forward", "encode", ...)
+    args, kwargs     the call's arguments: tensors, numbers, strings, None, or fixtures
+    dtype, device    "float32"/"float64" (for the module's parameters), "cpu"/"cuda"
+    noncontiguous    make every floating input of 2+ dims non-contiguous
+    grad_outputs     None, or one tensor (or None) per output: the run back-propagates
+                     sum(output * grad_output) and returns the gradients
+    expect_error     the name of the exception the call should raise, or None
+"""
+
+import os
+import traceback
+
+import torch
+from torch import nn
+
+PLAIN_TYPES = (int, float, bool, str, type(None))
+
+
+class NotImplementedYet(Exception):
+    """The student's code raised NotImplementedError: the exercise is still a stub."""
+
+
+def _dtype(name):
+    return {"float32": torch.float32, "float64": torch.float64}[name]
+
+
+def _noncontiguous(t):
+    if t.is_floating_point() and t.dim() >= 2 and t.size(-1) > 1 and t.size(-2) > 1:
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)  # same values, strided
+    return t
+
+
+class ScriptedModel(nn.Module):
+    """A stand-in model for greedy decoding whose next-token logits are a fixed table.
+
+    logits[b, t] scores the token after position t of row b; the model ignores what the
+    decoder has produced so far except for its length, so the expected output is known.
+    """
+
+    def __init__(self, logits, pad_id, d_model=4):
+        super().__init__()
+        self.pad_id = pad_id
+        self.register_buffer("logits", logits)  # (B, max_len, V)
+        self.generator = nn.Identity()
+        self.calls = {"encode": 0, "decode": 0, "grad_enabled": False}
+
+    def encode(self, src, src_key_padding_mask=None):
+        self.calls["encode"] += 1
+        return torch.zeros(src.size(0), src.size(1), 4, device=src.device)  # (B, S, 4)
+
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        self.calls["decode"] += 1
+        self.calls["grad_enabled"] |= torch.is_grad_enabled()
+        T = tgt.size(1)
+        return self.logits[: tgt.size(0), :T].to(tgt.device)  # (B, T, V): generator is the identity
+
+
+class SharedWeightsModel(nn.Module):
+    """A module that shares one weight between two layers, and has a frozen parameter."""
+
+    def __init__(self, vocab, d_model):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.proj = nn.Linear(d_model, vocab)
+        self.proj.weight = self.embed.weight
+        self.scale = nn.Parameter(torch.ones(d_model), requires_grad=False)
+
+
+FIXTURES = {
+    "scripted_model": ScriptedModel,
+    "shared_weights_model": SharedWeightsModel,
+    "linear": nn.Linear,
+    "transformer": lambda *a, **k: nn.Transformer(*a, batch_first=True, **k),
+}
+
+
+def _materialize(value, probe, fixtures):
+    """Turn a probe argument into the object passed to the student's code."""
+    if isinstance(value, torch.Tensor):
+        value = value.to(probe.get("device", "cpu"))
+        return _noncontiguous(value) if probe.get("noncontiguous") else value
+    if isinstance(value, dict) and "__fixture__" in value:
+        fixture = FIXTURES[value["__fixture__"]](*value.get("args", ()), **value.get("kwargs", {}))
+        fixture.train(value.get("training", False))
+        fixtures.append(fixture)
+        return fixture.to(probe.get("device", "cpu"))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_materialize(v, probe, fixtures) for v in value)
+    return value
+
+
+def _plain(value):
+    """A copy of an output that is safe to hand back: a plain CPU tensor or a plain scalar."""
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach()
+        if type(tensor) is not torch.Tensor:
+            tensor = tensor.as_subclass(torch.Tensor)
+        return tensor.to("cpu", copy=True).contiguous()
+    if isinstance(value, PLAIN_TYPES):
+        return value
+    raise TypeError(f"returned an object of type {type(value).__name__}; expected a tensor or a number")
+
+
+_LIBRARY_PATHS = (os.sep + "autograder" + os.sep, "site-packages", os.sep + "torch" + os.sep)
+
+
+def _describe(exc):
+    frames = traceback.extract_tb(exc.__traceback__)
+    # Keep the student's frames (their notebook cells), not the grader's or the library's.
+    student = [f for f in frames if not any(part in f.filename for part in _LIBRARY_PATHS)]
+    lines = traceback.format_list(student[-3:]) if student else []
+    return {"type": type(exc).__name__, "message": str(exc)[:500], "traceback": "".join(lines)[-1500:]}
+
+
+def _build(obj, probe):
+    construct = probe.get("construct")
+    if construct is None:
+        return obj
+    module = obj(*construct.get("args", ()), **construct.get("kwargs", {}))
+    state_dict = construct.get("state_dict")
+    if state_dict is not None:
+        result = module.load_state_dict(state_dict, strict=False)
+        if result.missing_keys or result.unexpected_keys:
+            raise KeyError(
+                "the module's parameters don't match the reference's: "
+                f"missing {sorted(result.missing_keys)}, unexpected {sorted(result.unexpected_keys)}. "
+                "Keep the given __init__ as it is."
+            )
+    module = module.to(device=probe.get("device", "cpu"), dtype=_dtype(probe.get("dtype", "float32")))
+    module.eval()
+    return module
+
+
+def run_probe(obj, probe):
+    """Call ``obj`` as the probe says; return {"ok", "outputs", "devices", "grads", "error", ...}."""
+    result = {"ok": False, "outputs": [], "devices": [], "input_grads": {}, "param_grads": {}, "fixtures": []}
+    fixtures = []
+    try:
+        target = _build(obj, probe)
+        args = _materialize(list(probe.get("args", ())), probe, fixtures)
+        kwargs = {k: _materialize(v, probe, fixtures) for k, v in probe.get("kwargs", {}).items()}
+        grad_outputs = probe.get("grad_outputs")
+        leaves = {}
+        if grad_outputs is not None:
+            for i, a in enumerate(args):
+                if isinstance(a, torch.Tensor) and a.is_floating_point():
+                    args[i] = a.detach().requires_grad_(True)
+                    leaves[i] = args[i]
+        method = probe.get("method")
+        call = getattr(target, method) if method and probe.get("construct") is not None else target
+        with torch.set_grad_enabled(grad_outputs is not None or torch.is_grad_enabled()):
+            returned = call(*args, **kwargs)
+        outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        if grad_outputs is not None:
+            loss = 0
+            for out, g in zip(outputs, grad_outputs):
+                if g is not None and isinstance(out, torch.Tensor) and out.requires_grad:
+                    loss = loss + (out * g.to(out.device, out.dtype)).sum()
+            if isinstance(loss, torch.Tensor):
+                loss.backward()
+            result["input_grads"] = {i: None if t.grad is None else _plain(t.grad) for i, t in leaves.items()}
+            if isinstance(target, nn.Module):
+                result["param_grads"] = {
+                    n: None if p.grad is None else _plain(p.grad) for n, p in target.named_parameters()
+                }
+        result["devices"] = [str(o.device) if isinstance(o, torch.Tensor) else None for o in outputs]
+        result["outputs"] = [_plain(o) for o in outputs]
+        result["fixtures"] = [
+            {"training": f.training, **getattr(f, "calls", {})} for f in fixtures
+        ]
+        result["ok"] = True
+    except NotImplementedError as exc:
+        result["error"] = _describe(exc)
+        result["error"]["type"] = "NotImplementedError"
+    except (Exception, SystemExit) as exc:  # student code can raise anything; report it, never crash
+        result["error"] = _describe(exc)
+    return result
+
+
+def run_probes(obj, probes):
+    return [run_probe(obj, probe) for probe in probes]

@@ -1,0 +1,89 @@
+"""The one place that says what each lesson asks for: exercises, points and forbidden APIs.
+
+The notebooks (a test keeps their cells in step), the grader and the release all read this.
+Names and signatures are fixed by ../shared/CURRICULUM.md.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str  # the answer cell's grade_id and the name the student defines
+    points: int
+    kind: str  # "function" or "module"
+    # Library calls that would do the exercise for the student: using one fails the exercise.
+    forbidden: tuple = ()
+
+
+@dataclass(frozen=True)
+class Lesson:
+    name: str  # the nbgrader assignment and the notebook's stem, e.g. "01_self_attention"
+    title: str
+    exercises: tuple = field(default_factory=tuple)
+
+    @property
+    def number(self):
+        return int(self.name[:2])
+
+    def exercise(self, name):
+        for exercise in self.exercises:
+            if exercise.name == name:
+                return exercise
+        raise KeyError(name)
+
+    @property
+    def max_score(self):
+        return sum(exercise.points for exercise in self.exercises)
+
+
+_ATTENTION_BUILTINS = ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward")
+_TRANSFORMER_BUILTINS = _ATTENTION_BUILTINS + (
+    "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
+)
+
+LESSONS = {
+    lesson.name: lesson
+    for lesson in (
+        Lesson("01_self_attention", "Self-attention", (
+            Exercise("scaled_dot_product_attention", 6, "function", _ATTENTION_BUILTINS),
+            Exercise("SelfAttention", 4, "module", _ATTENTION_BUILTINS),
+        )),
+        Lesson("02_multi_head_attention", "Multi-head attention", (
+            Exercise("split_heads", 2, "function"),
+            Exercise("merge_heads", 2, "function"),
+            Exercise("MultiHeadAttention", 6, "module", _ATTENTION_BUILTINS),
+        )),
+        Lesson("03_positional_encoding", "Positional encoding", (
+            Exercise("sinusoidal_positional_encoding", 3, "function"),
+            Exercise("PositionalEncoding", 2, "module"),
+            Exercise("LearnedPositionalEmbedding", 2, "module"),
+            Exercise("TokenEmbedding", 1, "module"),
+            Exercise("relative_position_matrix", 2, "function"),
+        )),
+        Lesson("04_encoder", "The encoder", (
+            Exercise("PositionwiseFeedForward", 2, "module"),
+            Exercise("EncoderLayer", 5, "module", _TRANSFORMER_BUILTINS),
+            Exercise("Encoder", 3, "module", _TRANSFORMER_BUILTINS),
+        )),
+        Lesson("05_decoder_masking", "The decoder and masking", (
+            Exercise("causal_mask", 2, "function", ("generate_square_subsequent_mask",)),
+            Exercise("padding_mask", 1, "function"),
+            Exercise("DecoderLayer", 5, "module", _TRANSFORMER_BUILTINS),
+            Exercise("Decoder", 2, "module", _TRANSFORMER_BUILTINS),
+        )),
+        Lesson("06_full_model", "The full model, trained", (
+            Exercise("Transformer", 5, "module", _TRANSFORMER_BUILTINS),
+            Exercise("count_parameters", 1, "function"),
+            Exercise("noam_lr", 1, "function"),
+            Exercise("greedy_decode", 3, "function"),
+        )),
+    )
+}
+
+EXERCISES = {exercise.name: lesson for lesson in LESSONS.values() for exercise in lesson.exercises}
+
+
+def lesson_of(exercise_name):
+    """The Lesson that asks for this exercise."""
+    return EXERCISES[exercise_name]

@@ -1,0 +1,106 @@
+"""Generate lessons/ (what students open) from solutions/ (what authors edit).
+
+    python -m autograder.lessons                 # rewrite lessons/ (what `make lessons` runs)
+    python -m autograder.lessons --output DIR    # write the lessons into DIR instead
+
+Every lesson of autograder/curriculum.py that has a source notebook
+(solutions/NN_topic/NN_topic.ipynb) goes through `nbgrader generate_assignment` with
+the course's nbgrader_config.py: solutions become stubs, hidden tests disappear,
+outputs are cleared. nbgrader runs in a throw-away copy of the course, so no gradebook
+or log is left behind, and a personal ~/.jupyter configuration cannot change the
+result: the same solutions always give the same bytes.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from autograder.curriculum import LESSONS
+
+REPO = Path(__file__).resolve().parent.parent
+IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc")
+
+
+def source_notebook(lesson_name, root=REPO):
+    return root / "solutions" / lesson_name / f"{lesson_name}.ipynb"
+
+
+def lesson_notebook(lesson_name, root=REPO):
+    return root / "lessons" / lesson_name / f"{lesson_name}.ipynb"
+
+
+def lessons_with_sources(root=REPO):
+    """The names of the curriculum's lessons that have a source notebook, in order."""
+    return [name for name in LESSONS if source_notebook(name, root).is_file()]
+
+
+def tool_environment(jupyter_config_dir):
+    """os.environ for running nbgrader: this Python's scripts first on PATH (nbgrader calls
+    `alembic` by name), and a Jupyter configuration folder of our choosing."""
+    scripts = str(Path(sys.executable).parent)
+    return dict(os.environ, PATH=os.pathsep.join([scripts, os.environ.get("PATH", "")]),
+                JUPYTER_CONFIG_DIR=str(jupyter_config_dir))
+
+
+def generate(output, root=REPO):
+    """Write the student version of every lesson with a source notebook into `output`.
+
+    `output` gets one folder per lesson; existing folders of those lessons are replaced.
+    Returns the lesson names.
+    """
+    names = lessons_with_sources(root)
+    output = Path(output)
+    with tempfile.TemporaryDirectory(prefix="lessons-") as tmp:
+        course = Path(tmp)
+        shutil.copy(root / "nbgrader_config.py", course)
+        env = tool_environment(jupyter_config_dir=course / ".jupyter")
+        for name in names:
+            shutil.copytree(root / "solutions" / name, course / "solutions" / name, ignore=IGNORED)
+            result = subprocess.run(
+                [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force"],
+                cwd=course, env=env, capture_output=True, text=True,
+            )
+            if result.returncode != 0:
+                raise RuntimeError(f"nbgrader generate_assignment {name} failed:\n{result.stderr}")
+        output.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.rmtree(output / name, ignore_errors=True)
+            shutil.copytree(course / "lessons" / name, output / name)
+    return names
+
+
+def has_been_run(notebook_path):
+    """True if the notebook holds outputs, i.e. someone ran it: generated notebooks have none."""
+    cells = json.loads(Path(notebook_path).read_text(encoding="utf-8"))["cells"]
+    return any(cell.get("outputs") or cell.get("execution_count") for cell in cells)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m autograder.lessons", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, default=REPO / "lessons",
+                        help="where to write the lessons (default: lessons/ of the repository)")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite lesson notebooks that hold outputs (someone's work)")
+    args = parser.parse_args(argv)
+
+    names = lessons_with_sources()
+    targets = [args.output / name / f"{name}.ipynb" for name in names]
+    worked_on = [path for path in targets if path.is_file() and has_been_run(path)]
+    if worked_on and not args.force:
+        parser.exit(1, "These notebooks have been run, so they may hold someone's work; move them away "
+                       "or pass --force to overwrite them:\n" + "\n".join(f"  {path}" for path in worked_on) + "\n")
+
+    generate(args.output)
+    for path in targets:
+        print(f"generated {path}")
+    if not names:
+        print("no lesson has a source notebook in solutions/ yet")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The check library against the reference, the stubs and the catalog of wrong answers."""
+
+import pytest
+import torch
+
+from autograder.checks import CheckFailed, check
+from autograder.checks.hidden import check_hidden, specs
+from autograder.checks.hidden.build_data import public_data
+from autograder.checks.public import load_public_data
+from autograder.curriculum import EXERCISES, LESSONS
+from autograder import reference
+from tests.bug_catalog import all_bugs, load
+
+ALL_EXERCISES = sorted(EXERCISES)
+BUGS = all_bugs()
+
+
+def stub_of(name):
+    """What a student's untouched answer cell defines: the given __init__, a forward that raises."""
+    target = getattr(reference, name)
+    if isinstance(target, type):
+        return type(name, (target,), {"forward": lambda self, *a, **k: (_ for _ in ()).throw(NotImplementedError())})
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    stub.__name__ = name
+    return stub
+
+
+def test_every_exercise_of_the_contract_has_checks():
+    assert sorted(specs()) == ALL_EXERCISES
+
+
+@pytest.mark.parametrize("name", ALL_EXERCISES)
+def test_reference_passes_public_and_hidden_checks(name, capsys):
+    check(name, getattr(reference, name))
+    check_hidden(name, getattr(reference, name))
+    assert capsys.readouterr().out.count("✓") == 2
+
+
+@pytest.mark.parametrize("name", ALL_EXERCISES)
+def test_stub_is_reported_as_not_implemented(name):
+    with pytest.raises(NotImplementedError, match="not implemented yet"):
+        check(name, stub_of(name))
+    with pytest.raises(NotImplementedError, match="not implemented yet"):
+        check_hidden(name, stub_of(name))
+
+
+@pytest.mark.parametrize("name", ALL_EXERCISES)
+def test_every_exercise_has_at_least_three_catalogued_bugs(name):
+    assert sum(bug.exercise == name for _, bug in BUGS) >= 3
+
+
+@pytest.mark.parametrize("prelude, bug", BUGS, ids=[bug.id for _, bug in BUGS])
+def test_hidden_checks_catch_every_catalogued_bug(prelude, bug):
+    with pytest.raises(CheckFailed) as failure:
+        check_hidden(bug.exercise, load(bug, prelude))
+    if bug.names:
+        assert "Likely mistake:" in str(failure.value), str(failure.value)
+        likely = str(failure.value).split("Likely mistake:")[1].split("\n")[0]
+        assert bug.names in likely, str(failure.value)
+
+
+@pytest.mark.parametrize("lesson", sorted(LESSONS))
+def test_stored_public_data_equals_what_the_reference_gives(lesson):
+    built = public_data(lesson)
+    stored = load_public_data(lesson) if built else {}
+    assert sorted(stored) == sorted(built), "run `make data` to rebuild autograder/checks/data"
+    for name in built:
+        for key in ("probes", "expected", "mistakes", "tolerance"):
+            _assert_same(stored[name][key], built[name][key], f"{lesson}/{name}/{key}")
+
+
+def _assert_same(a, b, where):
+    if isinstance(b, torch.Tensor):
+        assert isinstance(a, torch.Tensor) and a.dtype == b.dtype and torch.equal(a.nan_to_num(), b.nan_to_num()), where
+    elif isinstance(b, dict):
+        assert sorted(a) == sorted(b), where
+        for k in b:
+            _assert_same(a[k], b[k], f"{where}/{k}")
+    elif isinstance(b, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_same(x, y, f"{where}/{i}")
+    else:
+        assert a == b, where
+
+
+def test_forbidden_library_call_fails_the_exercise():
+    source = '''
+def scaled_dot_product_attention(query, key, value, attn_mask=None):
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=None if attn_mask is None else ~attn_mask)
+    return out, None
+'''
+    from tests.bug_catalog import Bug
+
+    cheat = load(Bug("scaled_dot_product_attention", "calls the library", source))
+    with pytest.raises(CheckFailed, match="already does what this exercise asks"):
+        check("scaled_dot_product_attention", cheat)
