@@ -85,11 +85,20 @@ def _matches(got_outputs, expected_outputs, tolerance):
     )
 
 
-def _diagnose(exercise, probe, got, mistakes, tolerance):
+def _same_shapes(got_outputs, expected_outputs):
+    return all(
+        not isinstance(e, torch.Tensor) or (isinstance(g, torch.Tensor) and g.shape == e.shape)
+        for g, e in zip(got_outputs, expected_outputs)
+    )
+
+
+def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
     """The hint of the known mistake that explains this output, else of a broken property."""
     for hint, mistaken in mistakes:
         if mistaken.get("ok") and _matches(got["outputs"], mistaken["outputs"], tolerance):
             return hint
+    if not _same_shapes(got["outputs"], expected["outputs"]):
+        return None  # the shape message says it better than any property could
     for check in property_checks.PROPERTIES.get(exercise, ()):
         hint = check(probe, got["outputs"])
         if hint:
@@ -166,7 +175,7 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
         if problem:
             failures.append(problem)
     if failures:
-        hint = _diagnose(exercise, probe, got, mistakes, tolerance)
+        hint = _diagnose(exercise, probe, got, expected, mistakes, tolerance)
         return [(f"{where} " + "; ".join(failures), hint)]
 
     for kind in ("input_grads", "param_grads"):

@@ -40,7 +40,8 @@ def failure_text(report, kind, shown=3):
     """A failing report in a student's words: the likely mistake first, then a few failed checks."""
     lines = [f"{report.exercise} fails {report.total - report.passed} of {report.total} {kind} checks."]
     if report.likely_mistake:
-        lines.append(f"Likely mistake: {report.likely_mistake}.")
+        hint = report.likely_mistake
+        lines.append(f"Likely mistake: {hint}" + ("" if hint[-1] in ".?!)" else "."))
     lines += [f"✗ {failure}" for failure in report.failures[:shown]]
     if len(report.failures) > shown:
         lines.append(f"… and {len(report.failures) - shown} more.")

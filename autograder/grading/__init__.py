@@ -1,0 +1,1 @@
+"""Trusted grading: student code runs in a sandboxed child; the verdict is made here, in the parent."""

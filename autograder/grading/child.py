@@ -1,0 +1,57 @@
+"""The sandboxed child: run the student's cells, then their definitions on the given probes.
+
+``python -m autograder.grading.child JOBDIR``. It reads ``JOBDIR/job.pt`` (plain data), records
+each step it starts and finishes in ``JOBDIR/progress``, and writes plain results to
+``JOBDIR/out/``. It imports nothing that knows the answers.
+"""
+
+import linecache
+import sys
+from pathlib import Path
+
+import torch
+
+from ..checks.runner import _describe, run_probes
+
+
+def _exec_cell(source, name, namespace):
+    filename = f"<cell {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+
+
+def main(jobdir):
+    jobdir = Path(jobdir)
+    job = torch.load(jobdir / "job.pt", weights_only=True)
+    out = jobdir / "out"
+    out.mkdir(exist_ok=True)
+    progress = open(jobdir / "progress", "a", buffering=1)
+    namespace = {"__name__": "__student__"}
+
+    def save(name, value):
+        torch.save(value, out / f"{name}.tmp")
+        (out / f"{name}.tmp").replace(out / f"{name}.pt")
+
+    try:
+        _exec_cell(job["prelude"], "setup", namespace)
+    except BaseException as exc:  # a broken prelude is the grader's problem, reported as such
+        save("prelude", _describe(exc))
+    for cell in job["cells"]:
+        progress.write(f"start cell {cell['name']}\n")
+        try:
+            _exec_cell(cell["source"], cell["name"], namespace)
+        except BaseException as exc:  # SystemExit too: a cell must not end the run
+            save(f"cell-{cell['name']}", _describe(exc))
+        progress.write(f"done cell {cell['name']}\n")
+    for exercise in job["exercises"]:
+        name = exercise["name"]
+        progress.write(f"start exercise {name}\n")
+        obj = namespace.get(name)
+        results = None if obj is None else run_probes(obj, exercise["probes"])
+        save(f"exercise-{name}", {"defined": obj is not None, "results": results})
+        progress.write(f"done exercise {name}\n")
+    progress.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

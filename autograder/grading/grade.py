@@ -1,0 +1,119 @@
+"""Grade a notebook: answer cells run in the sandbox, the verdict is computed here.
+
+Nothing the student wrote is imported or executed in this process; it receives plain
+tensors back and compares them with the reference (hidden checks) or with the stored
+expected values (public checks).
+"""
+
+from dataclasses import dataclass, field
+
+from ..checks.compare import Report, Tolerance, check_probes
+from ..checks.forbidden import forbidden_message, forbidden_uses
+from ..checks.public import failure_text, load_public_data
+from ..curriculum import EXERCISES
+from . import sandbox
+from .notebook import SubmissionError, answer_cells, identify_lesson, lesson_prelude, read_notebook
+
+
+@dataclass
+class ExerciseGrade:
+    score: float
+    max: float
+    messages: list = field(default_factory=list)
+
+    def as_dict(self):
+        return {"score": self.score, "max": self.max, "messages": self.messages}
+
+
+@dataclass
+class NotebookGrade:
+    lesson: str
+    path: str
+    exercises: dict  # name -> ExerciseGrade
+
+    @property
+    def score(self):
+        return sum(g.score for g in self.exercises.values())
+
+    @property
+    def max(self):
+        return sum(g.max for g in self.exercises.values())
+
+    def as_dict(self):
+        return {name: grade.as_dict() for name, grade in self.exercises.items()}
+
+
+def _probes(name, hidden):
+    if hidden:
+        from ..checks.hidden import probes_for
+
+        return probes_for(name)
+    return load_public_data(EXERCISES[name].name)[name]["probes"]
+
+
+def _report(name, probes, results, hidden):
+    if hidden:
+        from ..checks.hidden import report_for
+
+        return report_for(name, probes, results)
+    data = load_public_data(EXERCISES[name].name)[name]
+    return check_probes(name, probes, results, data["expected"], lambda i: data["mistakes"][i],
+                        Tolerance(*data["tolerance"]))
+
+
+def _cell_error_message(name, error):
+    trace = f"\n{error['traceback'].rstrip()}" if error.get("traceback") else ""
+    return f"running the answer cell of {name} raised {error['type']}: {error['message']}{trace}"
+
+
+def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
+    """Grade one notebook; raises SubmissionError when it can't be graded at all."""
+    notebook = read_notebook(path)
+    lesson = identify_lesson(path, notebook, lesson_name)
+    cells = answer_cells(notebook, lesson)
+    if not cells:
+        raise SubmissionError(f"{path}: no answer cells for lesson {lesson.name} (expected cells defining "
+                              f"{', '.join(e.name for e in lesson.exercises)})")
+    grades, to_run = {}, {}
+    for exercise in lesson.exercises:
+        if exercise.name not in cells:
+            grades[exercise.name] = ExerciseGrade(0, exercise.points, [f"no answer cell for {exercise.name} was found"])
+            continue
+        used = forbidden_uses(cells[exercise.name], exercise.forbidden, own_names=EXERCISES)
+        if used:
+            grades[exercise.name] = ExerciseGrade(0, exercise.points, [forbidden_message(exercise.name, used)])
+            continue
+        to_run[exercise.name] = _probes(exercise.name, hidden)
+
+    outcome = sandbox.run(lesson_prelude(lesson, notebook), cells, to_run, step_timeout=step_timeout)
+    kind = "hidden" if hidden else "public"
+    for exercise in lesson.exercises:
+        name = exercise.name
+        if name not in to_run:
+            continue
+        messages = []
+        cell_failure = outcome.failures.get(f"cell {name}")
+        if cell_failure:
+            messages.append(f"running the answer cell of {name} {cell_failure}")
+        if name in outcome.cell_errors:
+            messages.append(_cell_error_message(name, outcome.cell_errors[name]))
+        if f"exercise {name}" in outcome.failures:
+            messages.append(f"checking {name}: {outcome.failures[f'exercise {name}']}")
+            grades[name] = ExerciseGrade(0, exercise.points, messages)
+            continue
+        results = outcome.results.get(name)
+        if results is None:
+            grades[name] = ExerciseGrade(0, exercise.points, messages + [f"{name} is not defined after running its answer cell"])
+            continue
+        report = _report(name, to_run[name], results, hidden)
+        if report.not_implemented:
+            messages.append(f"{name} is not implemented yet")
+        elif report.ok:
+            messages.append(f"passes all {report.total} {kind} checks")
+        else:
+            messages.extend(failure_text(report, kind, shown=5).splitlines())
+        grades[name] = ExerciseGrade(exercise.points if report.ok else 0, exercise.points, messages)
+    return NotebookGrade(lesson.name, str(path), {e.name: grades[e.name] for e in lesson.exercises})
+
+
+__all__ = ["grade", "NotebookGrade", "ExerciseGrade", "SubmissionError", "Report"]

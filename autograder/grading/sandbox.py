@@ -1,0 +1,147 @@
+"""Run student code in a child process with time and memory limits, and read back plain data.
+
+The parent never imports or executes what the student wrote. It hands the child a job
+(prelude, answer cells, probes), watches the child's progress file, kills the child when a
+step overruns its time, and starts a new child for the steps that remain, so that an
+infinite loop or a crash costs only the step it happened in.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+MEMORY_LIMIT_BYTES = 8 * 2**30  # address space; torch alone maps about 1.5 GiB
+OUTPUT_LIMIT_BYTES = 64 * 2**20  # largest file the child may write (its stdout included)
+
+
+@dataclass
+class SandboxOutcome:
+    cell_errors: dict = field(default_factory=dict)  # cell name -> error description
+    results: dict = field(default_factory=dict)  # exercise -> list of runner results, or None if undefined
+    failures: dict = field(default_factory=dict)  # step ("cell X" / "exercise Y") -> why it didn't finish
+
+
+def _limit_resources():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _child_env():
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")}
+    env.update(PYTHONPATH=PACKAGE_PARENT, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONHASHSEED="0", MPLBACKEND="Agg")
+    return env
+
+
+def _progress(jobdir):
+    try:
+        lines = (jobdir / "progress").read_text().splitlines()
+    except FileNotFoundError:
+        return None, set()
+    done = {line[5:] for line in lines if line.startswith("done ")}
+    started = [line[6:] for line in lines if line.startswith("start ")]
+    current = next((s for s in reversed(started) if s not in done), None)
+    return current, done
+
+
+def _load(path):
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as exc:  # a result the child couldn't or wouldn't write as plain data
+        return {"unreadable": f"{exc.__class__.__name__}"}
+
+
+def run(prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0):
+    """Run ``cells`` ({name: source}) then each exercise's probes ({name: probes}) in children."""
+    outcome = SandboxOutcome()
+    skipped_cells = set()
+    remaining = dict(exercises)
+    with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
+        for attempt in range(len(cells) + len(exercises) + 1):
+            if not remaining:
+                break
+            jobdir = Path(tmp) / f"job{attempt}"
+            jobdir.mkdir()
+            job_cells = [{"name": n, "source": s} for n, s in cells.items() if n not in skipped_cells]
+            job = {"prelude": prelude, "cells": job_cells,
+                   "exercises": [{"name": n, "probes": p} for n, p in remaining.items()]}
+            torch.save(job, jobdir / "job.pt")
+            failed_step = _supervise(jobdir, step_timeout, startup_timeout)
+            out = jobdir / "out"
+            for path in sorted(out.glob("cell-*.pt")) if out.exists() else []:
+                outcome.cell_errors[path.stem[5:]] = _load(path)
+            for name in list(remaining):
+                path = out / f"exercise-{name}.pt"
+                if path.exists():
+                    data = _load(path)
+                    if "unreadable" in data:
+                        outcome.failures[f"exercise {name}"] = "returned something that is not plain tensor data"
+                    else:
+                        outcome.results[name] = data["results"]
+                    del remaining[name]
+            if failed_step is None:
+                break
+            step, why = failed_step
+            outcome.failures[step] = why
+            kind, _, name = step.partition(" ")
+            if kind == "cell":
+                skipped_cells.add(name)
+            elif kind == "exercise":
+                remaining.pop(name, None)
+            else:  # the child died before any step: nothing more can be learnt
+                for name in remaining:
+                    outcome.failures[f"exercise {name}"] = why
+                break
+        shutil.rmtree(tmp, ignore_errors=True)
+    return outcome
+
+
+def _supervise(jobdir, step_timeout, startup_timeout):
+    """Run one child; return None when it finished every step, else (step, why it stopped)."""
+    with open(jobdir / "stdout", "wb") as stdout:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "autograder.grading.child", str(jobdir)],
+            cwd=jobdir, env=_child_env(), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_limit_resources if os.name == "posix" else None,
+        )
+        step, since = None, time.monotonic()
+        try:
+            while True:
+                code = child.poll()
+                current, done = _progress(jobdir)
+                if current != step:
+                    step, since = current, time.monotonic()
+                if code is not None:
+                    if current is None and code == 0:
+                        return None
+                    why = _death(code)
+                    return (current or "startup", why)
+                limit = step_timeout if step is not None else startup_timeout
+                if time.monotonic() - since > limit:
+                    return (step or "startup", f"did not finish within {limit:g} s (an infinite loop?)")
+                time.sleep(0.02)
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+
+
+def _death(code):
+    if code < 0:
+        name = signal.Signals(-code).name
+        if -code == signal.SIGXFSZ:
+            return "stopped: it wrote more output than allowed"
+        return f"the process was killed by {name} (a crash, or memory exhausted)"
+    return f"the process exited (exit code {code}) before finishing: don't call exit() or os._exit()"
