@@ -124,6 +124,8 @@ def _compare_value(label, got, expected, tolerance):
     if got.shape != expected.shape:
         return f"{label} has shape {_shape(got)} but should have shape {_shape(expected)}"
     if got.dtype != expected.dtype:
+        if expected.dtype == torch.bool:
+            return f"{label} has dtype {got.dtype} but should be torch.bool: a mask is True where attention is blocked"
         return (
             f"{label} has dtype {got.dtype} but should be {expected.dtype}: follow the dtype of the "
             "inputs (don't hard-code float32; create new tensors with dtype=x.dtype or *_like)"
@@ -146,7 +148,8 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
     Raises NotImplementedError when the student's code is still a stub.
     """
     where = f"[{probe['title']}]"
-    if not got.get("ok") and got.get("error", {}).get("type") == "NotImplementedError":
+    error = got.get("error", {})
+    if not got.get("ok") and error.get("type") == "NotImplementedError" and error.get("stub", True):
         raise NotImplementedError(f"{exercise} is not implemented yet: write it in its answer cell")
     if not expected.get("ok"):
         want = expected["error"]["type"]
@@ -188,11 +191,15 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
                 problem = _compare_value(label, g, e, tolerance)
                 if problem:
                     failures.append(problem)
+    results = [(f"{where} {f}", None) for f in failures]
     for g, e in zip(got.get("fixtures", []), expected.get("fixtures", [])):
         for key, value in e.items():
             if g.get(key) != value:
-                failures.append(property_checks.FIXTURE_HINTS.get(key, f"the model's {key} is {g.get(key)}, expected {value}"))
-    return [(f"{where} {f}", None) for f in failures]
+                # How the code used the model given to it: the hint names the mistake.
+                hint = property_checks.FIXTURE_HINTS.get(key)
+                message = hint or f"the model's {key} is {g.get(key)}, expected {value}"
+                results.append((f"{where} {message}", hint))
+    return results
 
 
 class _Lazy:

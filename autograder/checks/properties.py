@@ -56,11 +56,192 @@ def blocked_keys_get_zero_weight(mask_name, mask_position, index=1):
     return check
 
 
+def rearranges_input(hint):
+    """split_heads and merge_heads only move values: if they are all there, they are in the wrong places."""
+
+    def check(probe, outputs):
+        x, out = _argument(probe, "x", 0), (outputs[0] if outputs else None)
+        if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor) or out.dtype != x.dtype:
+            return None
+        if out.numel() != x.numel():
+            return None
+        if torch.equal(out.flatten().sort().values, x.flatten().sort().values):
+            return hint
+        return "the result should hold exactly the values of x, only rearranged (reshape and transpose, no arithmetic)"
+
+    return check
+
+
+def padded_keys_get_zero_weight(mask_name, mask_position, index=1):
+    """A (B, S) key padding mask blocks key s of example b for every query (and head)."""
+
+    def check(probe, outputs):
+        weights, mask = _weights(outputs, index), _argument(probe, mask_name, mask_position)
+        if weights is None or mask is None or mask.dtype != torch.bool or mask.dim() != 2 or weights.dim() < 3:
+            return None
+        padded = mask.reshape(mask.size(0), *[1] * (weights.dim() - 2), mask.size(1))  # (B, 1, ..., S)
+        try:
+            padded = padded.expand_as(weights)
+        except RuntimeError:
+            return None
+        if (weights[padded].abs() > 1e-6).any():
+            if (weights[~padded].abs() < 1e-6).all():
+                return f"{mask_name} works the wrong way round: True marks PADDING, the keys to block"
+            return (
+                f"padded keys (True in {mask_name}) still get weight: block them for every query (and head), "
+                "as a (B, 1, 1, S) mask"
+            )
+        return None
+
+    return check
+
+
+def _encoding_table(outputs):
+    pe = outputs[0] if outputs else None
+    if not isinstance(pe, torch.Tensor) or not pe.is_floating_point() or pe.dim() != 2 or pe.size(-1) % 2:
+        return None
+    return pe.double()
+
+
+def sin_cos_pairs():
+    """Columns 2i and 2i+1 of a sinusoidal encoding are the sine and cosine of one angle."""
+
+    def check(probe, outputs):
+        pe = _encoding_table(outputs)
+        if pe is None:
+            return None
+        norms = pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2  # sin^2 + cos^2
+        if torch.allclose(norms, torch.ones_like(norms), atol=1e-3):
+            return None
+        return (
+            "columns 2i and 2i+1 should hold the sine and the cosine of the same angle, pos / 10000^(2i/d_model): "
+            "sin in the even columns (pe[:, 0::2]), cos in the odd ones (pe[:, 1::2])"
+        )
+
+    return check
+
+
+def starts_at_position_zero():
+    """Row 0 of a sinusoidal encoding is sin(0), cos(0), ... = 0, 1, 0, 1, ..."""
+
+    def check(probe, outputs):
+        pe = _encoding_table(outputs)
+        if pe is None or pe.size(0) == 0:
+            return None
+        zero = torch.zeros_like(pe[0])
+        zero[1::2] = 1.0  # sin 0, cos 0, sin 0, ...
+        if torch.allclose(pe[0], zero, atol=1e-6):
+            return None
+        if torch.allclose(pe[0], 1 - zero, atol=1e-6):
+            return "sin and cos are swapped: sin goes in the even columns (2i), cos in the odd ones (2i+1)"
+        return "position 0 should encode as sin(0), cos(0), ... = [0, 1, 0, 1, ...]: do the positions start at 0?"
+
+    return check
+
+
+def adds_table_rows(key, hint):
+    """forward(x) returns x + table[:T], the table being a buffer or weight of the probe's state_dict."""
+
+    def check(probe, outputs):
+        x, out = _argument(probe, "x", 0), (outputs[0] if outputs else None)
+        table = ((probe.get("construct") or {}).get("state_dict") or {}).get(key)
+        if not all(isinstance(t, torch.Tensor) for t in (x, out, table)) or x.dim() != 3 or out.shape != x.shape:
+            return None
+        if x.size(1) > table.size(0) or table.dim() != 2 or table.size(1) != x.size(2):
+            return None
+        expected = x.double() + table[: x.size(1)].double()  # (B, T, C)
+        return None if torch.allclose(out.double(), expected, rtol=1e-4, atol=1e-5) else hint
+
+    return check
+
+
+def scales_embedding(key="embedding.weight"):
+    """Each token's vector is its row of the embedding table times sqrt(d_model)."""
+
+    def check(probe, outputs):
+        tokens, out = _argument(probe, "tokens", 0), (outputs[0] if outputs else None)
+        weight = ((probe.get("construct") or {}).get("state_dict") or {}).get(key)
+        if not all(isinstance(t, torch.Tensor) for t in (tokens, out, weight)) or tokens.is_floating_point():
+            return None
+        if weight.dim() != 2 or out.shape != (*tokens.shape, weight.size(1)):
+            return None
+        rows = weight.double()[tokens]  # (B, T, C)
+        scale = float((out.double() * rows).sum() / (rows * rows).sum())  # the best single factor
+        root = weight.size(1) ** 0.5
+        if not torch.allclose(out.double(), scale * rows, rtol=1e-4, atol=1e-5):
+            return "each token's vector should be its row of self.embedding.weight, times math.sqrt(d_model)"
+        if abs(scale - root) <= 1e-4 * root:
+            return None
+        return f"the embeddings are multiplied by {scale:.4g}; the paper multiplies them by sqrt(d_model) = {root:.4g}"
+
+    return check
+
+
+def is_rotation():
+    """The relative-position matrix turns each (sin, cos) pair: orthogonal, and the identity for k = 0."""
+
+    def check(probe, outputs):
+        M, k = (outputs[0] if outputs else None), _argument(probe, "k", 0)
+        if not isinstance(M, torch.Tensor) or not M.is_floating_point() or M.dim() != 2 or M.size(0) != M.size(1):
+            return None
+        eye = torch.eye(M.size(0), dtype=torch.float64)
+        if k == 0 and not torch.allclose(M.double(), eye, atol=1e-5):
+            return "for k = 0, M must be the identity: PE[pos] @ M = PE[pos]"
+        if not torch.allclose(M.double() @ M.double().T, eye, atol=1e-4):
+            return (
+                "M should be a rotation (M @ M.T = I): on its diagonal, one 2x2 block [[cos, -sin], [sin, cos]] per "
+                "(sin, cos) pair, turning it by the angle k * omega_i"
+            )
+        return None
+
+    return check
+
+
+def future_stays_hidden(hint):
+    """A probe's ``same_prefix`` rows differ only from position ``length`` on: their outputs before it must agree."""
+
+    def check(probe, outputs):
+        same, out = probe.get("same_prefix"), (outputs[0] if outputs else None)
+        if same is None or not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.dim() < 2:
+            return None
+        (a, b), k = same["rows"], same["length"]
+        if max(a, b) >= out.size(0) or out.size(1) < k:
+            return None
+        if torch.allclose(out[a, :k].double(), out[b, :k].double(), rtol=1e-4, atol=1e-5, equal_nan=True):
+            return None
+        return hint
+
+    return check
 
 
 PROPERTIES = {
     "scaled_dot_product_attention": (weights_sum_to_one(), blocked_keys_get_zero_weight("attn_mask", 3)),
     "SelfAttention": (weights_sum_to_one(), blocked_keys_get_zero_weight("attn_mask", 1)),
+    "split_heads": (rearranges_input(
+        "the result holds the right values in the wrong places: head h of token t should be "
+        "x[b, t, h*D:(h+1)*D], so reshape to (B, T, H, D), then transpose(1, 2)"),),
+    "merge_heads": (rearranges_input(
+        "the result holds the right values in the wrong places: out[b, t, h*D:(h+1)*D] should be x[b, h, t], so "
+        "transpose(1, 2) back to (B, T, H, D), then reshape to (B, T, H*D)"),),
+    "MultiHeadAttention": (weights_sum_to_one(), blocked_keys_get_zero_weight("attn_mask", 4),
+                           padded_keys_get_zero_weight("key_padding_mask", 3)),
+    "sinusoidal_positional_encoding": (sin_cos_pairs(), starts_at_position_zero()),
+    "PositionalEncoding": (adds_table_rows(
+        "pe", "forward should return x + self.pe[:T]: row t of the buffer added to token t of every example"),),
+    "LearnedPositionalEmbedding": (adds_table_rows(
+        "embedding.weight", "forward should return x + self.embedding(positions), positions = 0, 1, ..., T-1, the "
+        "same for every example"),),
+    "TokenEmbedding": (scales_embedding(),),
+    "relative_position_matrix": (is_rotation(),),
+    "DecoderLayer": (future_stays_hidden(
+        "earlier positions change when only later target tokens change, so the decoder sees the future: pass "
+        "tgt_mask (the causal mask) to self-attention as its attn_mask"),),
+    "Decoder": (future_stays_hidden(
+        "earlier positions change when only later target tokens change, so the decoder sees the future: pass "
+        "tgt_mask on to every layer"),),
+    "Transformer": (future_stays_hidden(
+        "earlier positions change when only later target tokens change, so the decoder sees the future: decode "
+        "must build causal_mask(T, device=tgt.device) itself and pass it as tgt_mask"),),
 }
 
 # What a difference in a fixture's recorded state means (e.g. the model given to greedy_decode).
@@ -69,4 +250,9 @@ FIXTURE_HINTS = {
     "grad_enabled": "decodes with gradients enabled: wrap the loop in torch.no_grad()",
     "encode": "calls model.encode a different number of times: encode the source once, before the loop",
     "decode": "calls model.decode a different number of times: stop as soon as every row has produced eos_id",
+    "decoded_in_training_mode": "decodes with the model in training mode (dropout on): call model.eval() first, "
+                                "then restore the mode the model was in",
+    "src_key_padding_mask": "src_key_padding_mask is not passed on to model.encode as given (masks are never inferred)",
+    "memory_key_padding_mask": "model.decode should get src_key_padding_mask as its memory_key_padding_mask, so that "
+                               "the decoder doesn't attend to the source's padding (and masks are never inferred)",
 }

@@ -40,11 +40,20 @@ def _noncontiguous(t):
     return t
 
 
+def _recorded(mask):
+    """A mask the model was given, as plain data the grader can compare."""
+    if mask is None:
+        return None
+    return mask.detach().to("cpu").tolist() if isinstance(mask, torch.Tensor) else repr(mask)
+
+
 class ScriptedModel(nn.Module):
     """A stand-in model for greedy decoding whose next-token logits are a fixed table.
 
     logits[b, t] scores the token after position t of row b; the model ignores what the
     decoder has produced so far except for its length, so the expected output is known.
+    ``calls`` records how it was used: encode and decode calls, whether gradients were on or
+    the model was in training mode during a decode call, and the padding masks it was given.
     """
 
     def __init__(self, logits, pad_id, d_model=4):
@@ -52,15 +61,23 @@ class ScriptedModel(nn.Module):
         self.pad_id = pad_id
         self.register_buffer("logits", logits)  # (B, max_len, V)
         self.generator = nn.Identity()
-        self.calls = {"encode": 0, "decode": 0, "grad_enabled": False}
+        self.calls = {"encode": 0, "decode": 0, "grad_enabled": False, "decoded_in_training_mode": False,
+                      "src_key_padding_mask": None, "memory_key_padding_mask": None}
+
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        memory = self.encode(src, src_key_padding_mask)
+        return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask))
 
     def encode(self, src, src_key_padding_mask=None):
         self.calls["encode"] += 1
+        self.calls["src_key_padding_mask"] = _recorded(src_key_padding_mask)
         return torch.zeros(src.size(0), src.size(1), 4, device=src.device)  # (B, S, 4)
 
     def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
         self.calls["decode"] += 1
         self.calls["grad_enabled"] |= torch.is_grad_enabled()
+        self.calls["decoded_in_training_mode"] |= self.training
+        self.calls["memory_key_padding_mask"] = _recorded(memory_key_padding_mask)
         T = tgt.size(1)
         return self.logits[: tgt.size(0), :T].to(tgt.device)  # (B, T, V): generator is the identity
 
@@ -80,6 +97,7 @@ FIXTURES = {
     "scripted_model": ScriptedModel,
     "shared_weights_model": SharedWeightsModel,
     "linear": nn.Linear,
+    "batch_norm": nn.BatchNorm1d,  # parameters and buffers (running statistics)
     "transformer": lambda *a, **k: nn.Transformer(*a, batch_first=True, **k),
 }
 
@@ -120,6 +138,18 @@ def _describe(exc):
     student = [f for f in frames if not any(part in f.filename for part in _LIBRARY_PATHS)]
     lines = traceback.format_list(student[-3:]) if student else []
     return {"type": type(exc).__name__, "message": str(exc)[:500], "traceback": "".join(lines)[-1500:]}
+
+
+def _is_stub(exc):
+    """Whether a NotImplementedError is the stub's own `raise`, not PyTorch saying that an operation
+    "is not implemented for 'Float'" (or any library's NotImplementedError)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return True
+    last = frames[-1]
+    if any(part in last.filename for part in _LIBRARY_PATHS):
+        return False
+    return not str(exc) or not last.line or last.line.lstrip().startswith("raise")
 
 
 def _build(obj, probe):
@@ -182,6 +212,7 @@ def run_probe(obj, probe):
     except NotImplementedError as exc:
         result["error"] = _describe(exc)
         result["error"]["type"] = "NotImplementedError"
+        result["error"]["stub"] = _is_stub(exc)
     except (Exception, SystemExit) as exc:  # student code can raise anything; report it, never crash
         result["error"] = _describe(exc)
     return result

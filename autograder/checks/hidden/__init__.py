@@ -61,7 +61,7 @@ def check_hidden(name, obj):
     if report is None:
         probes = probes_for(name)
         report = report_for(name, probes, run_probes(obj, probes))
-    return summarize(report, "hidden", spec.tolerance)
+    summarize(report, "hidden", spec.tolerance)
 
 
 __all__ = ["check_hidden", "probes_for", "report_for", "specs", "Report"]

@@ -1,0 +1,362 @@
+"""Lesson 02 checks: split_heads, merge_heads and MultiHeadAttention.
+
+Public probes are small and shown to students (their expected values are stored as data);
+hidden probes add one head and as many heads as features, float64, cross-attention (L != S,
+keys and values from another sequence), non-contiguous inputs, every form of mask (padding,
+2-D and 3-D, boolean and float, both at once), bias=False, need_weights=False, gradients and
+the input's device. No probe blocks every key of a query row (lesson 05 teaches that case).
+The mistakes below are what students really write; the grader names the one that
+reproduces a failing output.
+"""
+
+import math
+
+import torch
+from ...reference import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from ...reference.multihead import _as_additive, combine_masks
+from .probes import ExerciseChecks, additive, function_probe, module_probe, on_device, randn, random_bool_mask, with_gradients
+
+ATTENTION_OUTPUTS = ("output", "weights")
+
+
+# ----------------------------------------------------------------------------- mistakes
+def _split_view_without_transpose(x, num_heads):
+    B, T, C = x.shape
+    return x.reshape(B, num_heads, T, C // num_heads)  # (B, H, T, D), but rows mixed across tokens
+
+
+def _split_without_transpose(x, num_heads):
+    B, T, C = x.shape
+    return x.reshape(B, T, num_heads, C // num_heads)  # (B, T, H, D)
+
+
+def _split_swapped(x, num_heads):
+    B, T, C = x.shape
+    return x.reshape(B, T, C // num_heads, num_heads).transpose(1, 2)  # (B, D, T, H): D heads of size H
+
+
+def _split_strided(x, num_heads):
+    B, T, C = x.shape
+    return x.reshape(B, T, C // num_heads, num_heads).permute(0, 3, 1, 2)  # (B, H, T, D), head h = features h::H
+
+
+def _split_tokens_last(x, num_heads):
+    B, T, C = x.shape
+    return x.reshape(B, T, num_heads, C // num_heads).permute(0, 2, 3, 1)  # (B, H, D, T)
+
+
+SPLIT_HEADS_MISTAKES = [
+    ("x is viewed straight as (B, H, T, D), which mixes the features of different tokens into one row: "
+     "reshape to (B, T, H, D) first, then transpose(1, 2)", _split_view_without_transpose),
+    ("the result is (B, T, H, D): transpose(1, 2) to put the heads before the tokens, (B, H, T, D)",
+     _split_without_transpose),
+    ("the features are split into D heads of size H, the wrong way round: there are num_heads heads of size "
+     "D = C // num_heads, so reshape to (B, T, num_heads, C // num_heads)", _split_swapped),
+    ("each head takes every H-th feature; head h should own the contiguous block of features h*D to (h+1)*D - 1: "
+     "reshape to (B, T, H, D), not (B, T, D, H)", _split_strided),
+    ("the result is (B, H, D, T): swap the token and head axes with transpose(1, 2), don't move the tokens last",
+     _split_tokens_last),
+]
+
+
+def _merge_without_transpose(x):
+    B, H, T, D = x.shape
+    return x.reshape(B, T, H * D)  # right shape, but rows mixed across tokens
+
+
+def _merge_into_tokens(x):
+    B, H, T, D = x.shape
+    return x.reshape(B, H * T, D)  # (B, H*T, D)
+
+
+def _merge_features_strided(x):
+    B, H, T, D = x.shape
+    return x.permute(0, 2, 3, 1).reshape(B, T, H * D)  # features ordered (D, H)
+
+
+def _merge_batch_and_heads(x):
+    B, H, T, D = x.shape
+    return x.transpose(0, 1).reshape(B, T, H * D)  # mixes examples of the batch
+
+
+def _merge_shape_misread(x):
+    B, T, H, D = x.shape  # the axes of x are really (B, H, T, D)
+    return x.transpose(1, 2).reshape(B, T, H * D)  # (B, H, T*D)
+
+
+MERGE_HEADS_MISTAKES = [
+    ("the heads are reshaped straight to (B, T, H*D) without moving the head axis back: transpose(1, 2) to "
+     "(B, T, H, D) first, then reshape (or .contiguous().view)", _merge_without_transpose),
+    ("the result is (B, H*T, D): the heads join the feature axis, (B, T, H*D), not the token axis",
+     _merge_into_tokens),
+    ("the features come out ordered (D, H): head h's features must stay together at h*D to (h+1)*D - 1, so "
+     "transpose(1, 2) to (B, T, H, D), not permute(0, 2, 3, 1)", _merge_features_strided),
+    ("the batch and head axes are swapped (transpose(0, 1)): x is (B, H, T, D), so transpose(1, 2)",
+     _merge_batch_and_heads),
+    ("the shape of x is unpacked in the wrong order: x is (B, H, T, D), heads before tokens",
+     _merge_shape_misread),
+]
+
+
+class _MultiHeadAttentionMistake(MultiHeadAttention):
+    """MultiHeadAttention's weights with one wrong step in forward."""
+
+    variant = None
+
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        variant, H = self.variant, self.num_heads
+        key_source = query if variant == "kv_from_query" else key
+        value_source = {"kv_from_query": query, "values_from_key": key}.get(variant, value)
+        split = _split_view_without_transpose if variant == "split_without_transpose" else split_heads
+        q = split(self.q_proj(query), H)  # (B, H, L, D)
+        k = split(self.k_proj(key_source), H)  # (B, H, S, D)
+        v = split(self.v_proj(value_source), H)  # (B, H, S, D)
+        if variant == "unscaled":
+            q = q * math.sqrt(q.size(-1))  # cancels the 1/sqrt(D) of scaled_dot_product_attention
+        elif variant == "scaled_by_d_model":
+            q = q * math.sqrt(q.size(-1)) / math.sqrt(query.size(-1))
+        if key_padding_mask is not None:
+            if variant == "padding_ignored":
+                key_padding_mask = None
+            elif variant == "padding_inverted":
+                key_padding_mask = ~key_padding_mask
+            elif variant == "padding_blocks_queries":
+                rows = key_padding_mask[:, None, :, None]  # (B, 1, L, 1): needs L == S
+                other = combine_masks(attn_mask, None, query.size(0), H, q.dtype)
+                attn_mask = rows if other is None else _as_additive(other, q.dtype) + _as_additive(rows, q.dtype)
+                key_padding_mask = None
+        if attn_mask is not None and attn_mask.dim() == 3 and variant == "mask_head_major":
+            L, S = attn_mask.shape[-2:]
+            attn_mask = attn_mask.view(H, query.size(0), L, S).transpose(0, 1).reshape(-1, L, S)  # (B*H, L, S)
+        if variant == "one_mask_only" and attn_mask is not None:
+            key_padding_mask = None
+        mask = combine_masks(attn_mask, key_padding_mask, query.size(0), H, q.dtype)
+        out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, L, D), (B, H, L, S)
+        out = _merge_without_transpose(out) if variant == "merge_without_transpose" else merge_heads(out)  # (B, L, C)
+        if variant != "no_out_proj":
+            out = self.out_proj(out)
+        if variant == "weights_averaged":
+            weights = weights.mean(dim=1)  # (B, L, S)
+        return out, (weights if need_weights or variant == "weights_always" else None)
+
+
+def _mha_mistake(variant):
+    return type(f"MultiHeadAttention_{variant}", (_MultiHeadAttentionMistake,), {"variant": variant})
+
+
+MULTI_HEAD_ATTENTION_MISTAKES = [
+    ("the weights are averaged over the heads: return them per head, (B, H, L, S) (nn.MultiheadAttention "
+     "averages them unless average_attn_weights=False; this course never does)", _mha_mistake("weights_averaged")),
+    ("the scores are not scaled: each head divides its QK^T by math.sqrt(d_head), d_head = d_model // num_heads",
+     _mha_mistake("unscaled")),
+    ("the scores are divided by sqrt(d_model); each head's scores are scaled by its own size, sqrt(d_head) with "
+     "d_head = d_model // num_heads", _mha_mistake("scaled_by_d_model")),
+    # Before "ignored": with both masks given, a forward that always ignores the padding looks the same,
+    # and the probes with padding alone then name that mistake more often.
+    ("when both attn_mask and key_padding_mask are given, only attn_mask is used: a key is blocked if either "
+     "mask blocks it", _mha_mistake("one_mask_only")),
+    ("key_padding_mask is ignored: block each example's padded keys (True) with a (B, 1, 1, S) mask",
+     _mha_mistake("padding_ignored")),
+    ("key_padding_mask works the wrong way round: True marks PADDING, the keys to block", _mha_mistake("padding_inverted")),
+    ("key_padding_mask blocks queries instead of keys: it holds one flag per key, so view it as (B, 1, 1, S), "
+     "not (B, 1, S, 1)", _mha_mistake("padding_blocks_queries")),
+    ("a 3-D attn_mask (B*H, L, S) is batch-major, as in PyTorch: entry b*H + h is example b, head h, so view it "
+     "as (B, H, L, S), not (H, B, L, S)", _mha_mistake("mask_head_major")),
+    ("the output projection is missing: return self.out_proj(merged heads), weights", _mha_mistake("no_out_proj")),
+    ("the keys and values are projected from the query: use self.k_proj(key) and self.v_proj(value) (in "
+     "cross-attention they come from another sequence)", _mha_mistake("kv_from_query")),
+    ("the values are projected from `key`: use self.v_proj(value)", _mha_mistake("values_from_key")),
+    ("the heads are split with a plain view to (B, H, T, D), which mixes tokens into the wrong rows: reshape to "
+     "(B, T, H, D), then transpose(1, 2)", _mha_mistake("split_without_transpose")),
+    ("the heads are merged with a plain reshape of (B, H, L, D), which mixes tokens into the wrong rows: "
+     "transpose(1, 2) back to (B, L, H, D) first, then reshape to (B, L, C)", _mha_mistake("merge_without_transpose")),
+    ("need_weights=False must return None in place of the weights", _mha_mistake("weights_always")),
+]
+
+
+# ----------------------------------------------------------------------------- probes
+def _arange(*shape):
+    """0, 1, 2, ... in the given shape: a layout a student can follow by hand."""
+    return torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape)
+
+
+def _split_probe(id, title, B, T, C, H, seed, dtype="float32", **extra):
+    return function_probe(id, title, (randn(B, T, C, seed=seed, dtype=dtype), H), None, ("heads",), **extra)
+
+
+def split_heads_public_probes():
+    return [
+        function_probe("arange", "x = 0, 1, ..., 23 as (1, 3, 8), 2 heads", (_arange(1, 3, 8), 2), None, ("heads",)),
+        _split_probe("batched", "batch 2, 5 tokens, d_model=6, 3 heads", 2, 5, 6, 3, seed=300),
+    ]
+
+
+def split_heads_hidden_probes(devices=("cpu",)):
+    probes = [
+        _split_probe("one-head", "one head (D = d_model)", 2, 4, 6, 1, seed=310),
+        _split_probe("one-feature-heads", "as many heads as features (D = 1)", 2, 4, 6, 6, seed=320),
+        _split_probe("square", "as many heads as tokens (T = H = 4)", 3, 4, 8, 4, seed=330),
+        _split_probe("float64", "float64, batch 3, 7 tokens, d_model=12, 4 heads", 3, 7, 12, 4, seed=340, dtype="float64"),
+        _split_probe("one-token", "a single token", 2, 1, 8, 2, seed=350),
+        _split_probe("wide", "batch 4, 16 tokens, d_model=64, 8 heads", 4, 16, 64, 8, seed=360),
+        _split_probe("noncontiguous", "a non-contiguous input", 2, 5, 6, 2, seed=370, noncontiguous=True),
+    ]
+    probes.append(with_gradients(_split_probe("grad", "batch 2, 3 tokens, 2 heads", 2, 3, 8, 2, seed=380),
+                                 split_heads, seed=381))
+    for device in devices:
+        if device != "cpu":
+            probes.append(on_device(_split_probe("device", "batch 2, 3 tokens, 2 heads", 2, 3, 8, 2, seed=390), device))
+    return split_heads_public_probes() + probes
+
+
+def _merge_probe(id, title, B, H, T, D, seed, dtype="float32", **extra):
+    return function_probe(id, title, (randn(B, H, T, D, seed=seed, dtype=dtype),), None, ("merged",), **extra)
+
+
+def merge_heads_public_probes():
+    return [
+        function_probe("arange", "x = 0, 1, ..., 23 as (1, 2, 3, 4): 2 heads, 3 tokens", (_arange(1, 2, 3, 4),), None,
+                       ("merged",)),
+        _merge_probe("batched", "batch 2, 3 heads, 5 tokens, D=2", 2, 3, 5, 2, seed=400),
+    ]
+
+
+def merge_heads_hidden_probes(devices=("cpu",)):
+    probes = [
+        _merge_probe("one-head", "one head", 2, 1, 4, 6, seed=410),
+        _merge_probe("one-feature-heads", "heads of one feature (D = 1)", 2, 6, 4, 1, seed=420),
+        _merge_probe("square", "as many heads as tokens (H = T = 4)", 3, 4, 4, 2, seed=430),
+        _merge_probe("float64", "float64, batch 3, 4 heads, 7 tokens", 3, 4, 7, 3, seed=440, dtype="float64"),
+        _merge_probe("one-token", "a single token", 2, 2, 1, 4, seed=450),
+        _merge_probe("wide", "batch 4, 8 heads, 16 tokens, D=8", 4, 8, 16, 8, seed=460),
+        _merge_probe("noncontiguous", "a non-contiguous input", 2, 3, 5, 2, seed=470, noncontiguous=True),
+    ]
+    probes.append(with_gradients(_merge_probe("grad", "batch 2, 2 heads, 3 tokens", 2, 2, 3, 4, seed=480),
+                                 merge_heads, seed=481))
+    for device in devices:
+        if device != "cpu":
+            probes.append(on_device(_merge_probe("device", "batch 2, 2 heads, 3 tokens", 2, 2, 3, 4, seed=490), device))
+    return merge_heads_public_probes() + probes
+
+
+def padding(lengths, S):
+    """A key padding mask (B, S): True after each example's length (every example keeps key 0)."""
+    return torch.arange(S)[None, :] >= torch.tensor(lengths)[:, None]  # (B, S)
+
+
+def _mha_probe(id, title, B, L, S, C, H, seed, dtype="float32", self_attention=False, same_key_value=False,
+               bias=True, **kwargs):
+    """A MultiHeadAttention probe: query (B, L, C), key and value (B, S, C); kwargs go to forward.
+
+    Keyword arguments of the probe itself (noncontiguous, relation, ...) are taken out of kwargs.
+    """
+    extra = {name: kwargs.pop(name) for name in ("noncontiguous", "relation") if name in kwargs}
+    query = randn(B, L, C, seed=seed + 100, dtype=dtype)
+    if self_attention:
+        key = value = query
+    else:
+        key = randn(B, S, C, seed=seed + 101, dtype=dtype)
+        value = key if same_key_value else randn(B, S, C, seed=seed + 102, dtype=dtype)
+    init_kwargs = {} if bias else {"bias": False}
+    return module_probe(id, title, MultiHeadAttention, (C, H), init_kwargs, (query, key, value), kwargs, seed=seed,
+                        dtype=dtype, output_names=ATTENTION_OUTPUTS, **extra)
+
+
+def multi_head_attention_public_probes():
+    base = _mha_probe("self", "self-attention, batch 2, 4 tokens, d_model=8, 2 heads", 2, 4, 4, 8, 2, seed=500,
+                      self_attention=True)
+    perm = torch.tensor([2, 0, 3, 1])
+    permuted = dict(base, id="permuted-tokens", title="the same tokens in another order")
+    permuted["args"] = [base["args"][0][:, perm]] * 3
+    permuted["relation"] = {
+        "base": "self", "perm": perm, "axes": [[1], [2, 3]],
+        "message": "without positions, self-attention is permutation-equivariant: reordering the tokens must "
+                   "reorder the outputs (and the query and key axes of the weights) the same way",
+    }
+    return [
+        base,
+        _mha_probe("cross", "cross-attention: L=3 queries, S=5 keys and values from another sequence", 2, 3, 5, 8, 2,
+                   seed=510),
+        _mha_probe("padding", "a key_padding_mask (B, S), True at padding", 2, 3, 5, 8, 2, seed=520,
+                   key_padding_mask=padding([4, 2], 5)),
+        _mha_probe("causal", "self-attention with a causal attn_mask, True above the diagonal", 2, 4, 4, 8, 2,
+                   seed=530, self_attention=True, attn_mask=torch.ones(4, 4, dtype=torch.bool).triu(1)),
+        permuted,
+    ]
+
+
+def multi_head_attention_hidden_probes(devices=("cpu",)):
+    B, H, L, S = 2, 3, 4, 6
+    cross = _mha_probe("cross-4-heads", "cross-attention, batch 3, L=4, S=6, d_model=16, 4 heads", 3, 4, 6, 16, 4,
+                       seed=600)
+    perm = torch.tensor([5, 3, 0, 4, 1, 2])
+    permuted = dict(cross, id="permuted-keys", title="the same keys and values in another order")
+    permuted["args"] = [cross["args"][0], cross["args"][1][:, perm], cross["args"][2][:, perm]]
+    permuted["relation"] = {
+        "base": "cross-4-heads", "perm": perm, "axes": [[], [3]],
+        "message": "reordering the keys (with their values) must reorder the weights' key axis the same way and "
+                   "leave the output unchanged: is each key matched with its own value?",
+    }
+    probes = [
+        cross,
+        permuted,
+        _mha_probe("one-head", "one head (d_head = d_model)", 2, 3, 5, 8, 1, seed=610),
+        _mha_probe("one-feature-heads", "as many heads as features (d_head = 1)", 2, 3, 5, 4, 4, seed=620),
+        _mha_probe("wide-heads", "d_model=64, 4 heads, where the scale matters most", 2, 5, 5, 64, 4, seed=630),
+        _mha_probe("float64", "float64 cross-attention, batch 3, L=4, S=6, 2 heads", 3, 4, 6, 8, 2, seed=640,
+                   dtype="float64"),
+        _mha_probe("memory", "keys and values from one memory sequence, L=2, S=7", 2, 2, 7, 8, 2, seed=650,
+                   same_key_value=True),
+        _mha_probe("one-query", "a single query, L=1", 2, 1, 5, 8, 2, seed=660),
+        _mha_probe("noncontiguous", "non-contiguous query, key and value", 2, 4, 5, 8, 2, seed=670,
+                   noncontiguous=True),
+        _mha_probe("no-bias", "bias=False", 2, 3, 5, 8, 2, seed=680, bias=False),
+        _mha_probe("no-weights", "need_weights=False returns None as the weights", 2, 3, 5, 8, 2, seed=690,
+                   need_weights=False),
+        _mha_probe("padding-3", "key_padding_mask, batch 3, L=4, S=6", 3, 4, 6, 8, 2, seed=700,
+                   key_padding_mask=padding([5, 1, 3], 6)),
+        _mha_probe("padding-one-head", "key_padding_mask with one head, L=2, S=4", 2, 2, 4, 6, 1, seed=705,
+                   key_padding_mask=padding([3, 2], 4)),
+        _mha_probe("float64-padding", "float64 self-attention with a key_padding_mask", 2, 5, 5, 8, 2, seed=710,
+                   dtype="float64", self_attention=True, key_padding_mask=padding([3, 4], 5)),
+        _mha_probe("bool-mask", "a boolean attn_mask (L, S)", B, L, S, 12, H, seed=720,
+                   attn_mask=random_bool_mask(L, S, seed=721)),
+        _mha_probe("float-mask", "a float attn_mask (L, S) added to the scores", B, L, S, 12, H, seed=730,
+                   attn_mask=randn(L, S, seed=731)),
+        _mha_probe("float-inf-mask", "a float attn_mask (L, S) with -inf entries", B, L, S, 12, H, seed=740,
+                   attn_mask=additive(random_bool_mask(L, S, seed=741))),
+        _mha_probe("head-mask", "a boolean 3-D attn_mask (B*H, L, S), one per example and head", B, L, S, 12, H,
+                   seed=750, attn_mask=random_bool_mask(B * H, L, S, seed=751, p=0.5)),
+        _mha_probe("head-float-mask", "a float 3-D attn_mask (B*H, L, S)", B, L, S, 12, H, seed=760,
+                   attn_mask=randn(B * H, L, S, seed=761, scale=2.0)),
+        _mha_probe("both-masks", "a boolean attn_mask (L, S) and a key_padding_mask", B, L, S, 12, H, seed=770,
+                   attn_mask=random_bool_mask(L, S, seed=771), key_padding_mask=padding([4, 5], S)),
+        _mha_probe("both-float-masks", "a float attn_mask (L, S) and a key_padding_mask", B, L, S, 12, H, seed=780,
+                   attn_mask=randn(L, S, seed=781), key_padding_mask=padding([5, 3], S)),
+        _mha_probe("both-3d-masks", "a 3-D boolean attn_mask and a key_padding_mask", B, L, S, 12, H, seed=790,
+                   attn_mask=random_bool_mask(B * H, L, S, seed=791), key_padding_mask=padding([2, 5], S)),
+        _mha_probe("causal-padding", "self-attention with a causal mask and padding, 4 heads", 2, 5, 5, 16, 4,
+                   seed=800, self_attention=True, attn_mask=torch.ones(5, 5, dtype=torch.bool).triu(1),
+                   key_padding_mask=padding([5, 3], 5)),
+    ]
+    probes.append(with_gradients(_mha_probe("grad", "cross-attention with padding", 2, 3, 5, 8, 2, seed=810,
+                                            key_padding_mask=padding([4, 3], 5)), MultiHeadAttention, seed=811))
+    probes.append(with_gradients(_mha_probe("grad64", "float64 with a 3-D mask", 2, 3, 4, 6, 3, seed=820,
+                                            dtype="float64", attn_mask=random_bool_mask(6, 3, 4, seed=821)),
+                                 MultiHeadAttention, seed=822))
+    for device in devices:
+        if device != "cpu":
+            probes.append(on_device(_mha_probe("device", "cross-attention with both masks", B, L, S, 12, H, seed=830,
+                                               attn_mask=random_bool_mask(L, S, seed=831),
+                                               key_padding_mask=padding([3, 6], S)), device))
+    return multi_head_attention_public_probes() + probes
+
+
+EXERCISES = [
+    ExerciseChecks("split_heads", split_heads, split_heads_public_probes, split_heads_hidden_probes,
+                   SPLIT_HEADS_MISTAKES),
+    ExerciseChecks("merge_heads", merge_heads, merge_heads_public_probes, merge_heads_hidden_probes,
+                   MERGE_HEADS_MISTAKES),
+    ExerciseChecks("MultiHeadAttention", MultiHeadAttention, multi_head_attention_public_probes,
+                   multi_head_attention_hidden_probes, MULTI_HEAD_ATTENTION_MISTAKES),
+]
