@@ -197,6 +197,21 @@ def is_rotation():
     return check
 
 
+def boolean_mask():
+    """A mask is boolean: True where attention is blocked."""
+
+    def check(probe, outputs):
+        mask = outputs[0] if outputs else None
+        if not isinstance(mask, torch.Tensor) or mask.dtype == torch.bool:
+            return None
+        return (
+            f"the mask holds {str(mask.dtype).replace('torch.', '')} values; return a boolean mask "
+            "(dtype=torch.bool, True = blocked): a comparison such as tokens == pad_id already gives one"
+        )
+
+    return check
+
+
 def future_stays_hidden(hint):
     """A probe's ``same_prefix`` rows differ only from position ``length`` on: their outputs before it must agree."""
 
@@ -233,6 +248,8 @@ PROPERTIES = {
         "same for every example"),),
     "TokenEmbedding": (scales_embedding(),),
     "relative_position_matrix": (is_rotation(),),
+    "causal_mask": (boolean_mask(),),
+    "padding_mask": (boolean_mask(),),
     "DecoderLayer": (future_stays_hidden(
         "earlier positions change when only later target tokens change, so the decoder sees the future: pass "
         "tgt_mask (the causal mask) to self-attention as its attn_mask"),),

@@ -121,7 +121,7 @@ class _MultiHeadAttentionMistake(MultiHeadAttention):
             elif variant == "padding_inverted":
                 key_padding_mask = ~key_padding_mask
             elif variant == "padding_blocks_queries":
-                rows = key_padding_mask[:, None, :, None]  # (B, 1, L, 1): needs L == S
+                rows = key_padding_mask[:, None, :, None]  # (B, 1, S, 1) on the query axis: needs L == S
                 other = combine_masks(attn_mask, None, query.size(0), H, q.dtype)
                 attn_mask = rows if other is None else _as_additive(other, q.dtype) + _as_additive(rows, q.dtype)
                 key_padding_mask = None

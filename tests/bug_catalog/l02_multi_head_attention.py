@@ -1,0 +1,301 @@
+"""Wrong answers for lesson 02: split_heads, merge_heads and MultiHeadAttention."""
+
+from . import PRELUDE as BASE_PRELUDE
+from . import Bug
+
+# The lesson's MultiHeadAttention builds on lesson 01's attention and this lesson's split and merge.
+PRELUDE = BASE_PRELUDE + """
+from autograder.reference import scaled_dot_product_attention, split_heads, merge_heads
+"""
+
+_INIT = '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+'''
+
+
+def _mha(forward):
+    """The whole answer cell: the given __init__ and the student's forward."""
+    return _INIT + forward
+
+
+BUGS = [
+    # ------------------------------------------------------------------ split_heads
+    Bug("split_heads", "views straight to (B, H, T, D)", '''
+def split_heads(x, num_heads):
+    B, T, C = x.shape
+    return x.view(B, num_heads, T, C // num_heads)
+''', names="mixes the features of different tokens"),
+    Bug("split_heads", "forgets the transpose", '''
+def split_heads(x, num_heads):
+    B, T, C = x.shape
+    D = C // num_heads
+    x = x.reshape(B, T, num_heads, D)
+    return x
+''', names="(B, T, H, D)"),
+    Bug("split_heads", "swaps the number of heads and the head size", '''
+def split_heads(x, num_heads):
+    B, T, C = x.shape
+    head_size = num_heads
+    return x.reshape(B, T, C // head_size, head_size).transpose(1, 2)
+''', names="D heads of size H"),
+    Bug("split_heads", "splits the features strided", '''
+def split_heads(x, num_heads):
+    B, T, C = x.shape
+    x = x.reshape(B, T, C // num_heads, num_heads)
+    return x.permute(0, 3, 1, 2)
+''', names="every H-th feature"),
+    Bug("split_heads", "moves the tokens last", '''
+def split_heads(x, num_heads):
+    B, T, C = x.shape
+    return x.view(B, T, num_heads, -1).permute(0, 2, 3, 1)
+''', names="(B, H, D, T)"),
+    Bug("split_heads", "stacks the chunks on the token axis", '''
+def split_heads(x, num_heads):
+    heads = torch.chunk(x, num_heads, dim=-1)
+    return torch.stack(heads, dim=2)
+''', names="(B, T, H, D)"),
+    # ------------------------------------------------------------------ merge_heads
+    Bug("merge_heads", "reshapes without transposing back", '''
+def merge_heads(x):
+    B, H, T, D = x.shape
+    return x.reshape(B, T, H * D)
+''', names="without moving the head axis back"),
+    Bug("merge_heads", "merges heads into the tokens", '''
+def merge_heads(x):
+    B, H, T, D = x.shape
+    return x.contiguous().view(B, H * T, D)
+''', names="(B, H*T, D)"),
+    Bug("merge_heads", "orders the features (D, H)", '''
+def merge_heads(x):
+    B, H, T, D = x.shape
+    return x.permute(0, 2, 3, 1).reshape(B, T, H * D)
+''', names="ordered (D, H)"),
+    Bug("merge_heads", "transposes batch and heads", '''
+def merge_heads(x):
+    B, H, T, D = x.shape
+    return x.transpose(0, 1).contiguous().view(B, T, H * D)
+''', names="batch and head axes are swapped"),
+    Bug("merge_heads", "unpacks the shape as (B, T, H, D)", '''
+def merge_heads(x):
+    B, T, H, D = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * D)
+''', names="wrong order"),
+    Bug("merge_heads", "views a transposed tensor", '''
+def merge_heads(x):
+    B, H, T, D = x.shape
+    return x.transpose(1, 2).view(B, T, H * D)
+'''),
+    # ------------------------------------------------------------------ MultiHeadAttention
+    Bug("MultiHeadAttention", "averages the weights over the heads", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else mask | padding
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        out = self.out_proj(merge_heads(out))
+        return out, (weights.mean(dim=1) if need_weights else None)
+'''), names="averaged over the heads"),
+    Bug("MultiHeadAttention", "scales by sqrt(d_model)", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(C)
+        if attn_mask is not None:
+            mask = attn_mask.view(B, self.num_heads, L, -1) if attn_mask.dim() == 3 else attn_mask
+            scores = scores.masked_fill(mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        out = self.out_proj(merge_heads(weights @ v))
+        return out, (weights if need_weights else None)
+'''), names="divided by sqrt(d_model)"),
+    Bug("MultiHeadAttention", "ignores key_padding_mask", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        if attn_mask is not None and attn_mask.dim() == 3:
+            attn_mask = attn_mask.view(B, self.num_heads, L, -1)
+        out, weights = scaled_dot_product_attention(q, k, v, attn_mask)
+        out = self.out_proj(merge_heads(out))
+        return out, (weights if need_weights else None)
+'''), names="key_padding_mask is ignored"),
+    Bug("MultiHeadAttention", "reads key_padding_mask as 'keep'", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            keep = key_padding_mask[:, None, None, :]
+            padding = ~keep
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        out = self.out_proj(merge_heads(out))
+        return out, (weights if need_weights else None)
+'''), names="wrong way round"),
+    Bug("MultiHeadAttention", "reshapes a 3-D mask head-major", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        S = key.size(1)
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(self.num_heads, B, L, S).transpose(0, 1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask.view(B, 1, 1, S)
+            if mask is None:
+                mask = padding
+            elif mask.dtype == torch.bool:
+                mask = mask | padding
+            else:
+                mask = mask.masked_fill(padding, float("-inf"))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        out = self.out_proj(merge_heads(out))
+        return out, (weights if need_weights else None)
+'''), names="batch-major"),
+    Bug("MultiHeadAttention", "projects keys and values from the query", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(query), self.num_heads)
+        v = split_heads(self.v_proj(query), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)
+'''), names="projected from the query"),
+    Bug("MultiHeadAttention", "forgets the output projection", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        return merge_heads(out), (weights if need_weights else None)
+'''), names="output projection is missing"),
+    Bug("MultiHeadAttention", "merges the heads with a plain view", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        out = out.contiguous().view(B, L, C)
+        return self.out_proj(out), (weights if need_weights else None)
+'''), names="merged with a plain reshape"),
+    Bug("MultiHeadAttention", "uses only attn_mask when both masks are given", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        if attn_mask is not None:
+            mask = attn_mask.view(B, self.num_heads, L, -1) if attn_mask.dim() == 3 else attn_mask
+        elif key_padding_mask is not None:
+            mask = key_padding_mask[:, None, None, :]
+        else:
+            mask = None
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)
+'''), names="only attn_mask is used"),
+    Bug("MultiHeadAttention", "always returns the weights", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(out)), weights
+'''), names="need_weights=False"),
+    Bug("MultiHeadAttention", "forgets the scale", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        scores = q @ k.transpose(-2, -1)
+        if attn_mask is not None:
+            mask = attn_mask.view(B, self.num_heads, L, -1) if attn_mask.dim() == 3 else attn_mask
+            scores = scores.masked_fill(mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        weights = F.softmax(scores, dim=-1)
+        out = self.out_proj(merge_heads(weights @ v))
+        return out, (weights if need_weights else None)
+'''), names="not scaled"),
+    Bug("MultiHeadAttention", "puts the padding mask on the query axis", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask.unsqueeze(1).unsqueeze(-1)
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)
+'''), names="blocks queries instead of keys"),
+    Bug("MultiHeadAttention", "passes a 3-D mask on unchanged", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)
+'''), names=""),
+]
