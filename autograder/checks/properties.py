@@ -197,17 +197,14 @@ def is_rotation():
     return check
 
 
-def boolean_mask():
-    """A mask is boolean: True where attention is blocked."""
+def boolean_mask(how):
+    """A mask is boolean, True where attention is blocked; ``how`` says how to make one."""
 
     def check(probe, outputs):
         mask = outputs[0] if outputs else None
         if not isinstance(mask, torch.Tensor) or mask.dtype == torch.bool:
             return None
-        return (
-            f"the mask holds {str(mask.dtype).replace('torch.', '')} values; return a boolean mask "
-            "(dtype=torch.bool, True = blocked): a comparison such as tokens == pad_id already gives one"
-        )
+        return f"the mask holds {str(mask.dtype).replace('torch.', '')} values; return a boolean mask: {how}"
 
     return check
 
@@ -248,8 +245,8 @@ PROPERTIES = {
         "same for every example"),),
     "TokenEmbedding": (scales_embedding(),),
     "relative_position_matrix": (is_rotation(),),
-    "causal_mask": (boolean_mask(),),
-    "padding_mask": (boolean_mask(),),
+    "causal_mask": (boolean_mask("create it with dtype=torch.bool, True above the diagonal"),),
+    "padding_mask": (boolean_mask("a comparison such as tokens == pad_id already gives one, True at padding"),),
     "DecoderLayer": (future_stays_hidden(
         "earlier positions change when only later target tokens change, so the decoder sees the future: pass "
         "tgt_mask (the causal mask) to self-attention as its attn_mask"),),

@@ -46,10 +46,7 @@ def _additive_causal(T, device=None):
     return torch.full((T, T), float("-inf"), device=device).triu(1)
 
 
-def _ones_above(T, device=None):
-    return torch.ones(T, T, device=device).triu(1)
-
-
+# Any other mask that is not boolean (ints, 1.0/0.0) is named by properties.boolean_mask.
 CAUSAL_MASK_MISTAKES = [
     ("the diagonal is blocked too: a position may attend to itself; True only above the diagonal, "
      "triu(diagonal=1)", _diagonal_blocked),
@@ -59,7 +56,6 @@ CAUSAL_MASK_MISTAKES = [
      _past_blocked),
     ("the mask is a float mask (-inf above the diagonal); return a boolean mask, dtype=torch.bool, True = blocked",
      _additive_causal),
-    ("the mask holds 1.0 and 0.0 floats; return a boolean mask, dtype=torch.bool, True = blocked", _ones_above),
 ]
 
 
@@ -71,20 +67,11 @@ def _padding_against_zero(tokens, pad_id):
     return tokens == 0
 
 
-def _padding_as_int(tokens, pad_id):
-    return (tokens == pad_id).long()
-
-
-def _padding_as_float(tokens, pad_id):
-    return (tokens == pad_id).float()
-
-
+# A mask of ints or floats is named by properties.boolean_mask.
 PADDING_MASK_MISTAKES = [
     ("the mask is the wrong way round: True marks the PADDING (tokens == pad_id), the positions to block",
      _padding_inverted),
     ("the tokens are compared with 0, not with pad_id", _padding_against_zero),
-    ("the mask holds integers; return a boolean mask (tokens == pad_id already is one)", _padding_as_int),
-    ("the mask holds floats; return a boolean mask (tokens == pad_id already is one)", _padding_as_float),
 ]
 
 
@@ -290,6 +277,12 @@ def _decoder_layer_probe(id, title, B, L, S, d_model=D_MODEL, heads=HEADS, d_ff=
                         causal, tgt_lengths, memory_lengths, future_from, seed, dtype, extra)
 
 
+def _fully_padded_memory_probe(id, norm_first, seed):
+    return _decoder_layer_probe(id, "the second row's memory is all padding: its cross-attention attends to nothing "
+                                "(zero output, never NaN)", 2, 3, 4, norm_first=norm_first, memory_lengths=[4, 0],
+                                seed=seed)
+
+
 def decoder_layer_public_probes():
     return [
         _decoder_layer_probe("post-norm", "post-norm, causal tgt_mask, batch 2, 4 targets, 4 memory positions", 2, 4, 4,
@@ -300,15 +293,11 @@ def decoder_layer_public_probes():
                              tgt_lengths=[4, 3], memory_lengths=[2, 4], seed=3),
         _decoder_layer_probe("no-leakage", "two targets that differ only from position 2 on", 2, 5, 3, future_from=2,
                              seed=4),
+        _fully_padded_memory_probe("fully-padded-memory", False, 5),
     ]
 
 
 def decoder_layer_hidden_probes(devices=("cpu",)):
-    def fully_padded(id, norm_first, seed):
-        return _decoder_layer_probe(id, "the second row's memory is all padding: its cross-attention attends to "
-                                    "nothing (zero output, never NaN)", 2, 3, 4, norm_first=norm_first,
-                                    memory_lengths=[4, 0], seed=seed)
-
     probes = [
         _decoder_layer_probe("tgt-padding", "a target padding mask", 2, 5, 5, tgt_lengths=[5, 2], seed=10),
         _decoder_layer_probe("both-paddings", "both padding masks, 5 targets, 5 memory positions", 3, 5, 5,
@@ -329,15 +318,14 @@ def decoder_layer_hidden_probes(devices=("cpu",)):
                              norm_first=True, future_from=3, seed=21),
         _decoder_layer_probe("noncontiguous", "non-contiguous inputs", 2, 5, 5, memory_lengths=[5, 3], seed=22,
                              noncontiguous=True),
-        fully_padded("fully-padded-memory", False, 23),
-        fully_padded("fully-padded-memory-pre", True, 24),
+        _fully_padded_memory_probe("fully-padded-memory-pre", True, 24),
     ]
     probes.append(with_gradients(_decoder_layer_probe("grad", "post-norm, gradients through x and memory", 2, 4, 5,
                                                       memory_lengths=[5, 3], seed=25), DecoderLayer, seed=26))
     probes.append(with_gradients(_decoder_layer_probe("grad-pre", "pre-norm, float64", 2, 4, 3, norm_first=True,
                                                       tgt_lengths=[4, 2], seed=27, dtype="float64"),
                                  DecoderLayer, seed=28))
-    probes.append(with_gradients(fully_padded("grad-fully-padded", False, 29), DecoderLayer, seed=30))
+    probes.append(with_gradients(_fully_padded_memory_probe("grad-fully-padded", False, 29), DecoderLayer, seed=30))
     for device in devices:
         if device != "cpu":
             probes.append(on_device(_decoder_layer_probe("device", "pre-norm with both padding masks", 2, 4, 3,

@@ -232,14 +232,15 @@ def _count_buffers_too(model):
     return sum(p.numel() for p in model.parameters() if p.requires_grad) + sum(b.numel() for b in model.buffers())
 
 
+# Buffers first: on a module without shared or frozen weights (BatchNorm) state_dict() counts the same.
 COUNT_PARAMETERS_MISTAKES = [
+    ("buffers are counted (BatchNorm's running statistics, say); they are not parameters", _count_buffers_too),
     ("the parameters are counted from state_dict(), which lists a shared weight under each of its names and also "
      "holds frozen parameters and buffers: count model.parameters() that require grad", _count_state_dict),
     ("frozen parameters are counted: count only those with p.requires_grad", _count_frozen_too),
     ("a weight shared by two modules is counted twice: model.parameters() yields each tensor once, count that",
      _count_per_module),
     ("the parameter tensors are counted, not their entries: add up p.numel()", _count_tensors),
-    ("buffers are counted (BatchNorm's running statistics, say); they are not parameters", _count_buffers_too),
 ]
 
 
@@ -253,13 +254,13 @@ def count_parameters_public_probes():
         _count_probe("linear", "nn.Linear(4, 3)", "linear", 4, 3),
         _count_probe("shared", "an embedding whose weight the output layer shares, and a frozen parameter",
                      "shared_weights_model", 7, 4),
+        _count_probe("batch-norm", "nn.BatchNorm1d(6): parameters and buffers", "batch_norm", 6),
     ]
 
 
 def count_parameters_hidden_probes(devices=("cpu",)):
     return count_parameters_public_probes() + [
         _count_probe("no-bias", "nn.Linear(5, 2, bias=False)", "linear", 5, 2, bias=False),
-        _count_probe("batch-norm", "nn.BatchNorm1d(6): parameters and buffers", "batch_norm", 6),
         _count_probe("shared-big", "a shared weight and a frozen parameter, vocabulary 11, d_model 6",
                      "shared_weights_model", 11, 6),
         _count_probe("transformer", "a small nn.Transformer", "transformer", d_model=8, nhead=2, num_encoder_layers=1,
@@ -294,11 +295,14 @@ def _noam_root_of_d_model(step, d_model, warmup):
     return _noam(step, d_model, warmup, d_model_power=0.5)
 
 
+# The wrong formulas agree with one another in places: after warmup max() gives what step**0.5 gives,
+# and between warmup**(1/3) and warmup it gives what warmup**-0.5 gives. Steps below warmup**(1/3)
+# tell them apart; there are enough of those probes that each answer's most frequent hint is its own.
 NOAM_LR_MISTAKES = [
     ("step**0.5 where the formula has step**-0.5: after warmup the rate must decay as 1/sqrt(step)",
      _noam_root_of_step),
-    ("the warmup term uses warmup**-0.5; it is step * warmup**-1.5", _noam_root_of_warmup),
     ("max where the formula has min: the rate is the smaller of the two terms", _noam_max),
+    ("the warmup term uses warmup**-0.5; it is step * warmup**-1.5", _noam_root_of_warmup),
     ("the factor d_model**-0.5 is missing", _noam_no_d_model),
     ("d_model**0.5 where the formula has d_model**-0.5", _noam_root_of_d_model),
 ]
@@ -311,6 +315,7 @@ def _noam_probe(id, title, step, d_model, warmup):
 def noam_lr_public_probes():
     return [
         _noam_probe("first-step", "step 1, d_model=512, warmup=4000", 1, 512, 4000),
+        _noam_probe("warming-up", "step 10, early in warmup", 10, 512, 4000),
         _noam_probe("warmup", "step = warmup = 4000: the peak", 4000, 512, 4000),
         _noam_probe("decay", "step 40000 = 10 * warmup", 40000, 512, 4000),
         _noam_probe("step-zero", "step 0: steps count from 1", 0, 512, 4000),
@@ -319,6 +324,8 @@ def noam_lr_public_probes():
 
 def noam_lr_hidden_probes(devices=("cpu",)):
     return noam_lr_public_probes() + [
+        _noam_probe("small-first", "step 1, d_model=16, warmup=10", 1, 16, 10),
+        _noam_probe("small-second", "step 2, d_model=16, warmup=10", 2, 16, 10),
         _noam_probe("small-warmup", "step 5, d_model=16, warmup=10", 5, 16, 10),
         _noam_probe("small-peak", "step 10 = warmup, d_model=16", 10, 16, 10),
         _noam_probe("small-after", "step 11, just after warmup", 11, 16, 10),
@@ -362,8 +369,8 @@ def _greedy_probe(id, title, plans, max_len, seed, training=False, pad_id=PAD, b
 
 def greedy_decode_public_probes():
     return [
-        _greedy_probe("staggered", "3 rows: eos_id after 2 tokens, after 5, and never (max_len=7)",
-                      [[4, EOS], [3, 5, 6, 4, EOS], [6, 6, 3]], 7, seed=1),
+        _greedy_probe("staggered", "3 rows: eos_id after 2 tokens, after 5, and never (max_len=7); a source "
+                      "padding mask", [[4, EOS], [3, 5, 6, 4, EOS], [6, 6, 3]], 7, seed=1, src_lengths=[4, 2, 3]),
         _greedy_probe("early-stop", "every row produces eos_id early: decoding stops before max_len=8",
                       [[EOS], [5, 3, EOS]], 8, seed=2),
         _greedy_probe("training-mode", "a model given in training mode", [[3, EOS], [4, 4, EOS]], 6, seed=3,

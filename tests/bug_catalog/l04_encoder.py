@@ -1,0 +1,191 @@
+"""Wrong answers for lesson 04: PositionwiseFeedForward, EncoderLayer and Encoder."""
+
+from . import PRELUDE as BASE_PRELUDE
+from . import Bug
+
+# The lesson's notebook gives the earlier lessons' pieces (the reference's, as the grader's
+# sandbox does) and a cell with the activation lookup the given __init__ uses. Within the lesson,
+# Encoder builds on EncoderLayer, which builds on PositionwiseFeedForward: the reference's here.
+PRELUDE = BASE_PRELUDE + '''
+from autograder.reference import EncoderLayer, MultiHeadAttention, PositionwiseFeedForward
+
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+def _activation(name):
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {name!r}")
+    return ACTIVATIONS[name]
+'''
+
+_FFN_INIT = '''
+class PositionwiseFeedForward(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
+        super().__init__()
+        self.activation = _activation(activation)
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+'''
+
+_LAYER_INIT = '''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ff = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+'''
+
+_ENCODER_INIT = '''
+class Encoder(nn.Module):
+    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(d_model) if norm_first else None
+'''
+
+BUGS = [
+    # ------------------------------------------------------------------ PositionwiseFeedForward
+    Bug("PositionwiseFeedForward", "activation after the second layer", _FFN_INIT + '''
+    def forward(self, x):
+        return self.activation(self.linear2(self.dropout(self.linear1(x))))
+''', names="after linear2"),
+    Bug("PositionwiseFeedForward", "no activation", _FFN_INIT + '''
+    def forward(self, x):
+        hidden = self.dropout(self.linear1(x))
+        return self.linear2(hidden)
+''', names="activation is missing"),
+    Bug("PositionwiseFeedForward", "always ReLU", _FFN_INIT + '''
+    def forward(self, x):
+        return self.linear2(self.dropout(F.relu(self.linear1(x))))
+''', names="ignored (ReLU"),
+    Bug("PositionwiseFeedForward", "compares the activation function with a string", _FFN_INIT + '''
+    def forward(self, x):
+        hidden = self.linear1(x)
+        hidden = torch.relu(hidden) if self.activation == "relu" else F.gelu(hidden)
+        return self.linear2(self.dropout(hidden))
+''', names="ignored (GELU"),
+    Bug("PositionwiseFeedForward", "activation on the input", _FFN_INIT + '''
+    def forward(self, x):
+        return self.linear2(self.dropout(self.linear1(self.activation(x))))
+''', names="applied to the input"),
+    # ------------------------------------------------------------------ EncoderLayer
+    Bug("EncoderLayer", "always post-norm", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        attn, _ = self.self_attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
+        x = self.norm1(x + self.dropout(attn))
+        return self.norm2(x + self.dropout(self.ff(x)))
+''', names="norm_first is ignored"),
+    Bug("EncoderLayer", "pre-norm and post-norm swapped", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if not self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout(self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
+            x = x + self.dropout(self.ff(self.norm2(x)))
+        else:
+            x = self.norm1(x + self.dropout(self.self_attn(x, x, x, key_padding_mask, attn_mask)[0]))
+            x = self.norm2(x + self.dropout(self.ff(x)))
+        return x
+''', names="swapped"),
+    Bug("EncoderLayer", "no residual connections", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0]
+            return self.ff(self.norm2(x))
+        x = self.norm1(self.self_attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
+        return self.norm2(self.ff(x))
+''', names="residual connection is missing"),
+    Bug("EncoderLayer", "normalizes the sublayer's output only", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0]
+            return x + self.ff(self.norm2(x))
+        x = x + self.norm1(self.self_attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
+        return x + self.norm2(self.ff(x))
+''', names="sublayer's output only"),
+    Bug("EncoderLayer", "forgets the key padding mask", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout(self.self_attn(h, h, h, attn_mask=attn_mask)[0])
+            return x + self.dropout(self.ff(self.norm2(x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, attn_mask=attn_mask)[0]))
+        return self.norm2(x + self.dropout(self.ff(x)))
+''', names="key_padding_mask is not passed"),
+    Bug("EncoderLayer", "one LayerNorm for both sublayers", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0]
+            return x + self.ff(self.norm1(x))
+        x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
+        return self.norm1(x + self.ff(x))
+''', names="norm1 is used for both"),
+    Bug("EncoderLayer", "feed-forward on the layer's input", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0]
+            return x + self.ff(self.norm2(x))
+        attended = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
+        return self.norm2(attended + self.ff(x))
+''', names="feed-forward sublayer gets the layer's input"),
+    Bug("EncoderLayer", "passes attn_mask where key_padding_mask goes", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, attn_mask)[0]
+            return x + self.ff(self.norm2(x))
+        x = self.norm1(x + self.self_attn(x, x, x, attn_mask)[0])
+        return self.norm2(x + self.ff(x))
+'''),
+    # ------------------------------------------------------------------ Encoder
+    Bug("Encoder", "no final norm in a pre-norm stack", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, key_padding_mask=key_padding_mask)
+        return x
+''', names="final LayerNorm of a pre-norm stack is missing"),
+    Bug("Encoder", "final norm in a post-norm stack too", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, key_padding_mask)
+        return self.norm(x)
+'''),
+    Bug("Encoder", "forgets the padding mask", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x)
+        return x if self.norm is None else self.norm(x)
+''', names="not passed on to the layers"),
+    Bug("Encoder", "the first layer over and over", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        for _ in range(len(self.layers)):
+            x = self.layers[0](x, key_padding_mask=key_padding_mask)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x
+''', names="first layer is used"),
+    Bug("Encoder", "every layer reads the input", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        for layer in self.layers:
+            out = layer(x, key_padding_mask=key_padding_mask)
+        return out if self.norm is None else self.norm(out)
+''', names="every layer gets the encoder's input"),
+    Bug("Encoder", "final norm inside the loop", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, key_padding_mask=key_padding_mask)
+            if self.norm is not None:
+                x = self.norm(x)
+        return x
+''', names="after every layer"),
+]

@@ -1,0 +1,228 @@
+"""Wrong answers for lesson 05: causal_mask, padding_mask, DecoderLayer and Decoder."""
+
+from . import PRELUDE as BASE_PRELUDE
+from . import Bug
+
+# The earlier lessons' pieces, as the notebook (and the grader's sandbox) give them; within the
+# lesson, Decoder builds on DecoderLayer: the reference's here.
+PRELUDE = BASE_PRELUDE + '''
+from autograder.reference import DecoderLayer, MultiHeadAttention, PositionwiseFeedForward
+'''
+
+_LAYER_INIT = '''
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ff = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+'''
+
+_DECODER_INIT = '''
+class Decoder(nn.Module):
+    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(d_model) if norm_first else None
+'''
+
+BUGS = [
+    # ------------------------------------------------------------------ causal_mask
+    Bug("causal_mask", "blocks the diagonal", '''
+def causal_mask(T, device=None):
+    return torch.triu(torch.ones(T, T, dtype=torch.bool, device=device))
+''', names="diagonal is blocked"),
+    Bug("causal_mask", "a 'keep' mask (lower triangle)", '''
+def causal_mask(T, device=None):
+    return torch.tril(torch.ones(T, T, device=device)).bool()
+''', names="marks what may be attended"),
+    Bug("causal_mask", "blocks the past", '''
+def causal_mask(T, device=None):
+    i = torch.arange(T, device=device)
+    return i[None, :] < i[:, None]
+''', names="blocks the past"),
+    Bug("causal_mask", "a float -inf mask", '''
+def causal_mask(T, device=None):
+    return torch.triu(torch.full((T, T), float("-inf"), device=device), diagonal=1)
+''', names="float mask"),
+    Bug("causal_mask", "ones and zeros", '''
+def causal_mask(T, device=None):
+    return torch.triu(torch.ones(T, T, device=device), diagonal=1)
+''', names="return a boolean mask"),
+    Bug("causal_mask", "no device argument", '''
+def causal_mask(T):
+    return torch.ones(T, T, dtype=torch.bool).triu(1)
+'''),
+    # ------------------------------------------------------------------ padding_mask
+    Bug("padding_mask", "marks the real tokens", '''
+def padding_mask(tokens, pad_id):
+    return tokens != pad_id
+''', names="wrong way round"),
+    Bug("padding_mask", "compares with 0", '''
+def padding_mask(tokens, pad_id):
+    return tokens == 0
+''', names="compared with 0"),
+    Bug("padding_mask", "returns integers", '''
+def padding_mask(tokens, pad_id):
+    return (tokens == pad_id).int()
+''', names="return a boolean mask"),
+    Bug("padding_mask", "returns floats", '''
+def padding_mask(tokens, pad_id):
+    return (tokens == pad_id).float()
+''', names="return a boolean mask"),
+    Bug("padding_mask", "torch.where with 1 and 0", '''
+def padding_mask(tokens, pad_id):
+    return torch.where(tokens == pad_id, 1, 0)
+''', names="return a boolean mask"),
+    # ------------------------------------------------------------------ DecoderLayer
+    Bug("DecoderLayer", "memory as the cross-attention's query", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0]
+            h = self.norm2(x)
+            x = x + self.cross_attn(memory, h, h, key_padding_mask=memory_key_padding_mask)[0]
+            return x + self.ff(self.norm3(x))
+        x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+        x = self.norm2(x + self.cross_attn(memory, x, x, key_padding_mask=memory_key_padding_mask)[0])
+        return self.norm3(x + self.ff(x))
+''', names="takes its queries from memory"),
+    Bug("DecoderLayer", "no causal mask in self-attention", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask)[0]
+            h = self.norm2(x)
+            x = x + self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask)[0]
+            return x + self.ff(self.norm3(x))
+        x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask)[0])
+        x = self.norm2(x + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+        return self.norm3(x + self.ff(x))
+''', names="tgt_mask is not passed"),
+    Bug("DecoderLayer", "memory padding mask in self-attention", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=memory_key_padding_mask, attn_mask=tgt_mask)[0]
+            h = self.norm2(x)
+            x = x + self.cross_attn(h, memory, memory, key_padding_mask=tgt_key_padding_mask)[0]
+            return x + self.ff(self.norm3(x))
+        x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=memory_key_padding_mask, attn_mask=tgt_mask)[0])
+        x = self.norm2(x + self.cross_attn(x, memory, memory, key_padding_mask=tgt_key_padding_mask)[0])
+        return self.norm3(x + self.ff(x))
+''', names="padding masks are swapped"),
+    Bug("DecoderLayer", "norms in the wrong order", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0]
+            h = self.norm3(x)
+            x = x + self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask)[0]
+            return x + self.ff(self.norm2(x))
+        x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+        x = self.norm3(x + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+        return self.norm2(x + self.ff(x))
+''', names="wrong order"),
+    Bug("DecoderLayer", "NaN when a row's memory is all padding", '''
+def attend(attention, query, key, key_padding_mask=None, attn_mask=None):
+    B, L, C = query.shape
+    S, H = key.size(1), attention.num_heads
+    q = attention.q_proj(query).view(B, L, H, C // H).transpose(1, 2)  # (B, H, L, D)
+    k = attention.k_proj(key).view(B, S, H, C // H).transpose(1, 2)  # (B, H, S, D)
+    v = attention.v_proj(key).view(B, S, H, C // H).transpose(1, 2)  # (B, H, S, D)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(C // H)  # (B, H, L, S)
+    if attn_mask is not None:
+        scores = scores.masked_fill(attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    if key_padding_mask is not None:
+        scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+    out = F.softmax(scores, dim=-1) @ v  # (B, H, L, D)
+    return attention.out_proj(out.transpose(1, 2).reshape(B, L, C))
+''' + _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            x = x + attend(self.self_attn, self.norm1(x), self.norm1(x), tgt_key_padding_mask, tgt_mask)
+            x = x + attend(self.cross_attn, self.norm2(x), memory, memory_key_padding_mask)
+            return x + self.ff(self.norm3(x))
+        x = self.norm1(x + attend(self.self_attn, x, x, tgt_key_padding_mask, tgt_mask))
+        x = self.norm2(x + attend(self.cross_attn, x, memory, memory_key_padding_mask))
+        return self.norm3(x + self.ff(x))
+''', names="NaN"),
+    Bug("DecoderLayer", "forgets the memory padding mask", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0]
+            h = self.norm2(x)
+            x = x + self.cross_attn(h, memory, memory)[0]
+            return x + self.ff(self.norm3(x))
+        x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+        x = self.norm2(x + self.cross_attn(x, memory, memory)[0])
+        return self.norm3(x + self.ff(x))
+''', names="memory_key_padding_mask is not passed"),
+    Bug("DecoderLayer", "always post-norm", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+        x = self.norm2(x + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+        return self.norm3(x + self.ff(x))
+''', names="norm_first is ignored"),
+    Bug("DecoderLayer", "builds its own causal mask", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        T = x.size(1)
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=causal)[0]
+            h = self.norm2(x)
+            x = x + self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask)[0]
+            return x + self.ff(self.norm3(x))
+        x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=causal)[0])
+        x = self.norm2(x + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+        return self.norm3(x + self.ff(x))
+'''),
+    # ------------------------------------------------------------------ Decoder
+    Bug("Decoder", "no final norm in a pre-norm stack", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        return x
+''', names="final LayerNorm of a pre-norm stack is missing"),
+    Bug("Decoder", "forgets the causal mask", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names="tgt_mask is not passed on"),
+    Bug("Decoder", "forgets the memory padding mask", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, tgt_key_padding_mask=tgt_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names="memory_key_padding_mask is not passed on"),
+    Bug("Decoder", "the first layer over and over", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        layer = self.layers[0]
+        for _ in self.layers:
+            x = layer(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names="first layer is used"),
+    Bug("Decoder", "every layer reads the input", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            out = layer(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        return out if self.norm is None else self.norm(out)
+''', names="every layer gets the decoder's input"),
+    Bug("Decoder", "padding masks passed in the wrong order", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, memory_key_padding_mask, tgt_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+'''),
+]

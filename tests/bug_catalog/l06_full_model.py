@@ -1,0 +1,353 @@
+"""Wrong answers for lesson 06: Transformer, count_parameters, noam_lr and greedy_decode."""
+
+from . import PRELUDE as BASE_PRELUDE
+from . import Bug
+
+# The earlier lessons' pieces, as the notebook (and the grader's sandbox) give them.
+PRELUDE = BASE_PRELUDE + '''
+from autograder.reference import (
+    Decoder, Encoder, PositionalEncoding, TokenEmbedding, causal_mask, padding_mask,
+)
+'''
+
+_INIT = '''
+class Transformer(nn.Module):
+    def __init__(
+        self,
+        src_vocab_size,
+        tgt_vocab_size,
+        d_model=512,
+        num_heads=8,
+        num_layers=6,
+        d_ff=2048,
+        dropout=0.1,
+        max_len=5000,
+        norm_first=False,
+        pad_id=0,
+        share_embeddings=False,
+        activation="relu",
+    ):
+        super().__init__()
+        self.pad_id = pad_id
+        self.src_embed = TokenEmbedding(src_vocab_size, d_model)
+        self.tgt_embed = TokenEmbedding(tgt_vocab_size, d_model)
+        self.pos_enc = PositionalEncoding(d_model, max_len, dropout)
+        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first, activation)
+        self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first, activation)
+        self.generator = nn.Linear(d_model, tgt_vocab_size)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        if share_embeddings:
+            if src_vocab_size != tgt_vocab_size:
+                raise ValueError("share_embeddings needs one vocabulary: src_vocab_size == tgt_vocab_size")
+            self.tgt_embed.embedding.weight = self.src_embed.embedding.weight
+            self.generator.weight = self.src_embed.embedding.weight
+'''
+
+_ENCODE = '''
+    def encode(self, src, src_key_padding_mask=None):
+        x = self.pos_enc(self.src_embed(src))
+        return self.encoder(x, key_padding_mask=src_key_padding_mask)
+'''
+
+_DECODE = '''
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        y = self.pos_enc(self.tgt_embed(tgt))
+        mask = causal_mask(tgt.size(1), device=tgt.device)
+        return self.decoder(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask)
+'''
+
+_FORWARD = '''
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        memory = self.encode(src, src_key_padding_mask)
+        return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask))
+'''
+
+_GREEDY_HEAD = '''
+def greedy_decode(model, src, max_len, bos_id, eos_id, src_key_padding_mask=None):
+'''
+
+BUGS = [
+    # ------------------------------------------------------------------ Transformer
+    Bug("Transformer", "embeddings not scaled", _INIT + '''
+    def encode(self, src, src_key_padding_mask=None):
+        x = self.pos_enc(self.src_embed.embedding(src))
+        return self.encoder(x, key_padding_mask=src_key_padding_mask)
+
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        y = self.pos_enc(self.tgt_embed.embedding(tgt))
+        mask = causal_mask(tgt.size(1), device=tgt.device)
+        return self.decoder(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask)
+''' + _FORWARD, names="not scaled by sqrt(d_model)"),
+    Bug("Transformer", "no positional encoding on the target", _INIT + _ENCODE + '''
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        y = self.tgt_embed(tgt)
+        mask = causal_mask(tgt.size(1), device=tgt.device)
+        return self.decoder(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask)
+''' + _FORWARD, names="target tokens get no positional encoding"),
+    Bug("Transformer", "decodes without the causal mask", _INIT + _ENCODE + '''
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        y = self.pos_enc(self.tgt_embed(tgt))
+        return self.decoder(y, memory, tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask)
+''' + _FORWARD, names="doesn't apply the causal mask"),
+    Bug("Transformer", "causal mask from tril", _INIT + _ENCODE + '''
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        T = tgt.size(1)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=tgt.device))
+        return self.decoder(self.pos_enc(self.tgt_embed(tgt)), memory, mask, tgt_key_padding_mask,
+                            memory_key_padding_mask)
+''' + _FORWARD, names="wrong way round"),
+    Bug("Transformer", "the decoder attends to the source's padding", _INIT + _ENCODE + _DECODE + '''
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        memory = self.encode(src, src_key_padding_mask)
+        return self.generator(self.decode(tgt, memory, tgt_key_padding_mask))
+''', names="as memory_key_padding_mask"),
+    Bug("Transformer", "softmax in forward", _INIT + _ENCODE + _DECODE + '''
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        memory = self.encode(src, src_key_padding_mask)
+        hidden = self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask)
+        return F.softmax(self.generator(hidden), dim=-1)
+''', names="applies a softmax"),
+    Bug("Transformer", "copies the shared matrix instead of sharing it", _INIT.replace(
+        '''            self.tgt_embed.embedding.weight = self.src_embed.embedding.weight
+            self.generator.weight = self.src_embed.embedding.weight
+''', '''            with torch.no_grad():
+                self.tgt_embed.embedding.weight.copy_(self.src_embed.embedding.weight)
+                self.generator.weight.copy_(self.src_embed.embedding.weight)
+''') + _ENCODE + _DECODE + _FORWARD, names="must be one matrix"),
+    Bug("Transformer", "infers the padding masks from pad_id", _INIT + _ENCODE + _DECODE + '''
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        if src_key_padding_mask is None:
+            src_key_padding_mask = padding_mask(src, self.pad_id)
+        if tgt_key_padding_mask is None:
+            tgt_key_padding_mask = padding_mask(tgt, self.pad_id)
+        memory = self.encode(src, src_key_padding_mask)
+        return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask))
+'''),
+    # ------------------------------------------------------------------ count_parameters
+    Bug("count_parameters", "counts the state_dict", '''
+def count_parameters(model):
+    return sum(t.numel() for t in model.state_dict().values())
+''', names="state_dict()"),
+    Bug("count_parameters", "counts frozen parameters", '''
+def count_parameters(model):
+    return sum(p.numel() for p in model.parameters())
+''', names="frozen parameters are counted"),
+    Bug("count_parameters", "counts a shared weight once per module", '''
+def count_parameters(model):
+    total = 0
+    for module in model.modules():
+        for p in module.parameters(recurse=False):
+            if p.requires_grad:
+                total += p.numel()
+    return total
+''', names="counted twice"),
+    Bug("count_parameters", "named_parameters without removing duplicates", '''
+def count_parameters(model):
+    return sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False) if p.requires_grad)
+''', names="counted twice"),
+    Bug("count_parameters", "counts tensors", '''
+def count_parameters(model):
+    return len([p for p in model.parameters() if p.requires_grad])
+''', names="tensors are counted"),
+    Bug("count_parameters", "counts buffers too", '''
+def count_parameters(model):
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return trainable + sum(b.numel() for b in model.buffers())
+''', names="buffers are counted"),
+    # ------------------------------------------------------------------ noam_lr
+    Bug("noam_lr", "step**0.5", '''
+def noam_lr(step, d_model, warmup):
+    if step < 1:
+        raise ValueError("step counts from 1")
+    return d_model ** -0.5 * min(step ** 0.5, step * warmup ** -1.5)
+''', names="step**0.5"),
+    Bug("noam_lr", "warmup**-0.5", '''
+def noam_lr(step, d_model, warmup):
+    if step < 1:
+        raise ValueError("step counts from 1")
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)
+''', names="warmup**-0.5"),
+    Bug("noam_lr", "max for min", '''
+def noam_lr(step, d_model, warmup):
+    if step <= 0:
+        raise ValueError(f"step must be positive, got {step}")
+    return math.pow(d_model, -0.5) * max(math.pow(step, -0.5), step * math.pow(warmup, -1.5))
+''', names="max where"),
+    Bug("noam_lr", "no ValueError for step 0", '''
+def noam_lr(step, d_model, warmup):
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+'''),
+    Bug("noam_lr", "returns 0 for step 0", '''
+def noam_lr(step, d_model, warmup):
+    if step == 0:
+        return 0.0
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+'''),
+    Bug("noam_lr", "forgets d_model", '''
+def noam_lr(step, d_model, warmup):
+    if step < 1:
+        raise ValueError("step counts from 1")
+    return min(1 / math.sqrt(step), step / warmup ** 1.5)
+''', names="d_model**-0.5 is missing"),
+    # ------------------------------------------------------------------ greedy_decode
+    Bug("greedy_decode", "never stops early", _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            logits = model.generator(model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)[:, -1])
+            token = torch.where(done, torch.full_like(logits[:, 0], model.pad_id, dtype=torch.long), logits.argmax(-1))
+            ys = torch.cat([ys, token[:, None]], dim=1)
+            done = done | (token == eos_id)
+    model.train(was_training)
+    return ys
+''', names="doesn't stop once every row"),
+    Bug("greedy_decode", "keeps generating after eos", _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+            next_token = model.generator(hidden[:, -1]).argmax(dim=-1)
+            ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)
+            if (ys == eos_id).any(dim=1).all():
+                break
+    model.train(was_training)
+    return ys
+''', names="goes on producing tokens"),
+    Bug("greedy_decode", "leaves the model in eval mode", _GREEDY_HEAD + '''
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    return ys
+''', names="restore it"),
+    Bug("greedy_decode", "drops bos from the output", _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    model.train(was_training)
+    return ys[:, 1:]
+''', names="doesn't start with bos_id"),
+    Bug("greedy_decode", "reads the first position's logits", _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            logits = model.generator(model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask))
+            next_token = logits.argmax(dim=-1)[:, 0].masked_fill(finished, model.pad_id)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    model.train(was_training)
+    return ys
+''', names="first position's logits"),
+    Bug("greedy_decode", "decodes with gradients on", _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    memory = model.encode(src, src_key_padding_mask)
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+    finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    for _ in range(max_len - 1):
+        hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+        next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
+        ys = torch.cat([ys, next_token[:, None]], dim=1)
+        finished |= next_token == eos_id
+        if finished.all():
+            break
+    model.train(was_training)
+    return ys
+''', names="torch.no_grad()"),
+    Bug("greedy_decode", "never switches to eval mode", _GREEDY_HEAD + '''
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    return ys
+''', names="training mode (dropout on)"),
+    Bug("greedy_decode", "forgets the memory padding mask", _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            next_token = model.generator(model.decode(ys, memory)[:, -1]).argmax(dim=-1)
+            next_token[finished] = model.pad_id
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    model.train(was_training)
+    return ys
+''', names="memory_key_padding_mask"),
+    Bug("greedy_decode", "stops when the first row finishes", _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+            next_token = model.generator(hidden[:, -1]).argmax(dim=-1)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            if (next_token == eos_id).any():
+                break
+    model.train(was_training)
+    return ys
+''', names="stops when the first row"),
+    Bug("greedy_decode", "runs the whole model every step", _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            logits = model(src, ys, src_key_padding_mask=src_key_padding_mask)
+            next_token = logits[:, -1].argmax(dim=-1).masked_fill(finished, model.pad_id)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    model.train(was_training)
+    return ys
+''', names="encode the source once"),
+]
