@@ -5,17 +5,17 @@
 
 Every lesson of autograder/curriculum.py that has a source notebook
 (solutions/NN_topic/NN_topic.ipynb) goes through `nbgrader generate_assignment` with
-the course's nbgrader_config.py: solutions become stubs, hidden tests disappear,
-outputs are cleared. nbgrader runs in a throw-away copy of the course, so no gradebook
-or log is left behind, and a personal ~/.jupyter configuration cannot change the
-result: the same solutions always give the same bytes.
+the course's nbgrader_config.py (and no other configuration, so that a personal
+~/.jupyter cannot change the result): solutions become stubs, hidden tests disappear,
+outputs are cleared. nbgrader works in a throw-away copy of the course, so no gradebook
+is left behind. The same solutions always give the same bytes.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -39,12 +39,15 @@ def lessons_with_sources(root=REPO):
     return [name for name in LESSONS if source_notebook(name, root).is_file()]
 
 
-def tool_environment(jupyter_config_dir):
-    """os.environ for running nbgrader: this Python's scripts first on PATH (nbgrader calls
-    `alembic` by name), and a Jupyter configuration folder of our choosing."""
-    scripts = str(Path(sys.executable).parent)
-    return dict(os.environ, PATH=os.pathsep.join([scripts, os.environ.get("PATH", "")]),
-                JUPYTER_CONFIG_DIR=str(jupyter_config_dir))
+@contextlib.contextmanager
+def scripts_on_path():
+    """Put this Python's scripts first on PATH for a while: nbgrader runs `alembic` by name."""
+    old = os.environ.get("PATH", "")
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), old])
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = old
 
 
 def generate(output, root=REPO):
@@ -53,20 +56,24 @@ def generate(output, root=REPO):
     `output` gets one folder per lesson; existing folders of those lessons are replaced.
     Returns the lesson names.
     """
+    from nbgrader.apps import NbGraderAPI  # slow to import: only when generating
+    from traitlets.config.loader import PyFileConfigLoader
+
     names = lessons_with_sources(root)
     output = Path(output)
-    with tempfile.TemporaryDirectory(prefix="lessons-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lessons-") as tmp, scripts_on_path():
         course = Path(tmp)
         shutil.copy(root / "nbgrader_config.py", course)
-        env = tool_environment(jupyter_config_dir=course / ".jupyter")
         for name in names:
             shutil.copytree(root / "solutions" / name, course / "solutions" / name, ignore=IGNORED)
-            result = subprocess.run(
-                [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force"],
-                cwd=course, env=env, capture_output=True, text=True,
-            )
-            if result.returncode != 0:
-                raise RuntimeError(f"nbgrader generate_assignment {name} failed:\n{result.stderr}")
+        # Only the course's own configuration: nothing from ~/.jupyter.
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+        api = NbGraderAPI(config=config)
+        for name in names:
+            result = api.generate_assignment(name, force=True, create=True)
+            if not result["success"]:
+                raise RuntimeError(f"nbgrader generate_assignment {name} failed:\n"
+                                   f"{result.get('error') or result.get('log')}")
         output.mkdir(parents=True, exist_ok=True)
         for name in names:
             shutil.rmtree(output / name, ignore_errors=True)

@@ -1,0 +1,49 @@
+# Transformers from scratch.
+#   make lab       open the first lesson in JupyterLab
+#   make test      run the project's tests and re-execute every solution notebook
+#   make lessons   regenerate lessons/ from solutions/ (after editing a solution notebook)
+# Each target first makes the virtual environment (.venv) if it is missing or stale.
+
+PYTHON ?= python3
+VENV ?= .venv
+LESSON ?= lessons/01_self_attention/01_self_attention.ipynb
+PORT ?= 8888
+
+BIN := $(abspath $(VENV))/bin
+# Installed when requirements.txt or pyproject.toml last changed.
+STAMP := $(VENV)/.installed
+# The environment's tools (jupyter, nbgrader and the alembic it calls) come first.
+export PATH := $(BIN):$(PATH)
+
+# Jupyter refuses to run as root (containers, CI machines) unless told to.
+AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout 300
+
+.PHONY: help venv lab test lessons
+
+help:
+	@sed -n '2,5p' Makefile | sed 's/^# *//'
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -r requirements.txt
+	$(BIN)/python -m pip install -e .
+	@touch $(STAMP)
+
+lab: $(STAMP)
+	@token=$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))'); \
+	echo "Opening $(LESSON) in JupyterLab; if no browser opens, open"; \
+	echo "    http://127.0.0.1:$(PORT)/lab/tree/$(LESSON)?token=$$token"; \
+	echo "Stop it with Ctrl-C."; \
+	JUPYTER_TOKEN=$$token $(BIN)/jupyter lab "$(LESSON)" --ServerApp.root_dir="$(CURDIR)" \
+	    --ServerApp.port=$(PORT) --ServerApp.port_retries=0 --ServerApp.log_level=WARN $(AS_ROOT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests/
+	$(BIN)/python -m pytest $(NBVAL) solutions/
+
+lessons: $(STAMP)
+	$(BIN)/python -m autograder.lessons
