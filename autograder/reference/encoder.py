@@ -5,21 +5,15 @@ from torch import nn
 
 from .multihead import MultiHeadAttention
 
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
-
-
-def _activation(name):
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {name!r}")
-    return ACTIVATIONS[name]
-
 
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position separately."""
 
     def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
         super().__init__()
-        self.activation = _activation(activation)
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f'activation must be "relu" or "gelu", got {activation!r}')
+        self.activation = F.relu if activation == "relu" else F.gelu
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
