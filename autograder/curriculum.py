@@ -20,6 +20,7 @@ class Exercise:
 class Lesson:
     name: str  # the nbgrader assignment and the notebook's stem, e.g. "01_self_attention"
     title: str
+    reference_module: str  # the module of autograder/reference/ that answers this lesson
     exercises: tuple = field(default_factory=tuple)
 
     @property
@@ -45,34 +46,34 @@ _TRANSFORMER_BUILTINS = _ATTENTION_BUILTINS + (
 LESSONS = {
     lesson.name: lesson
     for lesson in (
-        Lesson("01_self_attention", "Self-attention", (
+        Lesson("01_self_attention", "Self-attention", "attention", (
             Exercise("scaled_dot_product_attention", 6, "function", _ATTENTION_BUILTINS),
             Exercise("SelfAttention", 4, "module", _ATTENTION_BUILTINS),
         )),
-        Lesson("02_multi_head_attention", "Multi-head attention", (
+        Lesson("02_multi_head_attention", "Multi-head attention", "multihead", (
             Exercise("split_heads", 2, "function"),
             Exercise("merge_heads", 2, "function"),
             Exercise("MultiHeadAttention", 6, "module", _ATTENTION_BUILTINS),
         )),
-        Lesson("03_positional_encoding", "Positional encoding", (
+        Lesson("03_positional_encoding", "Positional encoding", "positional", (
             Exercise("sinusoidal_positional_encoding", 3, "function"),
             Exercise("PositionalEncoding", 2, "module"),
             Exercise("LearnedPositionalEmbedding", 2, "module"),
             Exercise("TokenEmbedding", 1, "module"),
             Exercise("relative_position_matrix", 2, "function"),
         )),
-        Lesson("04_encoder", "The encoder", (
+        Lesson("04_encoder", "The encoder", "encoder", (
             Exercise("PositionwiseFeedForward", 2, "module"),
             Exercise("EncoderLayer", 5, "module", _TRANSFORMER_BUILTINS),
             Exercise("Encoder", 3, "module", _TRANSFORMER_BUILTINS),
         )),
-        Lesson("05_decoder_masking", "The decoder and masking", (
+        Lesson("05_decoder_masking", "The decoder and masking", "decoder", (
             Exercise("causal_mask", 2, "function", ("generate_square_subsequent_mask",)),
             Exercise("padding_mask", 1, "function"),
             Exercise("DecoderLayer", 5, "module", _TRANSFORMER_BUILTINS),
             Exercise("Decoder", 2, "module", _TRANSFORMER_BUILTINS),
         )),
-        Lesson("06_full_model", "The full model, trained", (
+        Lesson("06_full_model", "The full model, trained", "model", (
             Exercise("Transformer", 5, "module", _TRANSFORMER_BUILTINS),
             Exercise("count_parameters", 1, "function"),
             Exercise("noam_lr", 1, "function"),
@@ -82,6 +83,11 @@ LESSONS = {
 }
 
 EXERCISES = {exercise.name: lesson for lesson in LESSONS.values() for exercise in lesson.exercises}
+
+
+def lessons_before(lesson):
+    """The lessons a student has done before ``lesson``, whose reference they may use."""
+    return [other for other in LESSONS.values() if other.number < lesson.number]
 
 
 def lesson_of(exercise_name):

@@ -6,7 +6,9 @@ step overruns its time, and starts a new child for the steps that remain, so tha
 infinite loop or a crash costs only the step it happened in.
 """
 
+import functools
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -18,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+from ..release import REPO, write_student_package
+
 MEMORY_LIMIT_BYTES = 8 * 2**30  # address space; torch alone maps about 1.5 GiB
 OUTPUT_LIMIT_BYTES = 64 * 2**20  # largest file the child may write (its stdout included)
 
@@ -28,6 +31,7 @@ class SandboxOutcome:
     cell_errors: dict = field(default_factory=dict)  # cell name -> error description
     results: dict = field(default_factory=dict)  # exercise -> list of runner results, or None if undefined
     failures: dict = field(default_factory=dict)  # step ("cell X" / "exercise Y") -> why it didn't finish
+    isolated: bool = False  # whether the children ran without the course's files and the network
 
 
 def _limit_resources():
@@ -38,11 +42,47 @@ def _limit_resources():
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def _child_env():
+def _child_env(package_dir):
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")}
-    env.update(PYTHONPATH=PACKAGE_PARENT, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               PYTHONHASHSEED="0", MPLBACKEND="Agg")
+    env.update(PYTHONPATH=str(package_dir), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", OMP_NUM_THREADS="1",
+               MKL_NUM_THREADS="1", PYTHONHASHSEED="0", MPLBACKEND="Agg")
     return env
+
+
+@functools.lru_cache(maxsize=None)
+def isolation_available():
+    """Whether this machine lets the grader start a child in its own mount and network namespaces."""
+    if not sys.platform.startswith("linux") or shutil.which("unshare") is None:
+        return False
+    try:
+        probe = subprocess.run(["unshare", "--mount", "--net", "true"], capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def _isolated(command, workdir):
+    """``command`` wrapped so that it runs with no network, and with the course folder and the
+    temporary folder (other students' grading jobs) replaced by empty ones, except for this
+    job's folder and the Python environment, which are mounted back where they were."""
+    tmp, course, env = Path(workdir), REPO, Path(sys.prefix)
+    hidden_tmp = Path(tempfile.gettempdir())
+    q = shlex.quote
+    steps = ["mount --make-rprivate /"]
+    if course in env.parents or env == course:
+        steps += [f"mkdir -p {q(str(tmp / 'env'))}", f"mount --rbind {q(str(env))} {q(str(tmp / 'env'))}"]
+    steps += [
+        f"mount -t tmpfs -o size=1m,mode=755 none {q(str(course))}",
+        f"mkdir -p {q(str(course / '.job'))}",
+        f"mount --rbind {q(str(tmp))} {q(str(course / '.job'))}",
+    ]
+    if hidden_tmp in tmp.parents:
+        steps += [f"mount -t tmpfs -o mode=1777 none {q(str(hidden_tmp))}", f"mkdir -p {q(str(tmp))}",
+                  f"mount --rbind {q(str(course / '.job'))} {q(str(tmp))}"]
+    if course in env.parents or env == course:
+        steps += [f"mkdir -p {q(str(env))}", f"mount --rbind {q(str(tmp / 'env'))} {q(str(env))}"]
+    script = " && ".join(steps) + " && exec " + " ".join(q(part) for part in command)
+    return ["unshare", "--mount", "--net", "--", "sh", "-c", script]
 
 
 def _progress(jobdir):
@@ -63,12 +103,20 @@ def _load(path):
         return {"unreadable": f"{exc.__class__.__name__}"}
 
 
-def run(prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0):
-    """Run ``cells`` ({name: source}) then each exercise's probes ({name: probes}) in children."""
+def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0, isolate=None):
+    """Run ``cells`` ({name: source}) then each exercise's probes ({name: probes}) in children.
+
+    The children import only what a student of ``lesson`` may have (autograder.release);
+    with ``isolate`` (the default where the OS allows) they also see neither the course's
+    files nor other grading jobs, and have no network.
+    """
     outcome = SandboxOutcome()
+    outcome.isolated = isolation_available() if isolate is None else isolate
     skipped_cells = set()
     remaining = dict(exercises)
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
+        package_dir = Path(tmp) / "package"
+        write_student_package(lesson, package_dir)
         for attempt in range(len(cells) + len(exercises) + 1):
             if not remaining:
                 break
@@ -78,7 +126,7 @@ def run(prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0):
             job = {"prelude": prelude, "cells": job_cells,
                    "exercises": [{"name": n, "probes": p} for n, p in remaining.items()]}
             torch.save(job, jobdir / "job.pt")
-            failed_step = _supervise(jobdir, step_timeout, startup_timeout)
+            failed_step = _supervise(jobdir, Path(tmp), package_dir, outcome.isolated, step_timeout, startup_timeout)
             out = jobdir / "out"
             for path in sorted(out.glob("cell-*.pt")) if out.exists() else []:
                 outcome.cell_errors[path.stem[5:]] = _load(path)
@@ -108,12 +156,15 @@ def run(prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0):
     return outcome
 
 
-def _supervise(jobdir, step_timeout, startup_timeout):
+def _supervise(jobdir, workdir, package_dir, isolate, step_timeout, startup_timeout):
     """Run one child; return None when it finished every step, else (step, why it stopped)."""
+    command = [sys.executable, "-m", "autograder.grading.child", str(jobdir)]
+    if isolate:
+        command = _isolated(command, workdir)
     with open(jobdir / "stdout", "wb") as stdout:
         child = subprocess.Popen(
-            [sys.executable, "-m", "autograder.grading.child", str(jobdir)],
-            cwd=jobdir, env=_child_env(), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
+            command,
+            cwd=jobdir, env=_child_env(package_dir), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=_limit_resources if os.name == "posix" else None,
         )
         step, since = None, time.monotonic()
