@@ -2,6 +2,8 @@
 #   make lab       open the first lesson in JupyterLab
 #   make test      run the project's tests and re-execute every solution notebook
 #   make lessons   regenerate lessons/ from solutions/ (after editing a solution notebook)
+#   make release   write release/<lesson>/: what a class receives for each lesson
+#   make autograde trusted scores for every submission in submitted/, into nbgrader's gradebook
 # Each target first makes the virtual environment (.venv) if it is missing or stale.
 
 PYTHON ?= python3
@@ -20,10 +22,10 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout 300
 
-.PHONY: help venv lab test lessons
+.PHONY: help venv lab test lessons release autograde
 
 help:
-	@sed -n '2,5p' Makefile | sed 's/^# *//'
+	@sed -n '2,7p' Makefile | sed 's/^# *//'
 
 venv: $(STAMP)
 
@@ -47,3 +49,10 @@ test: $(STAMP)
 
 lessons: $(STAMP)
 	$(BIN)/python -m autograder.lessons
+
+release: $(STAMP)
+	$(BIN)/python -m autograder release release
+
+# LESSONS= limits it to some lessons, e.g. make autograde LESSONS=01_self_attention
+autograde: $(STAMP)
+	$(BIN)/python -m autograder autograde $(LESSONS)

@@ -2,6 +2,8 @@
 
     python -m autograder grade PATH.ipynb [--json]   trusted grade with the hidden checks (instructors)
     python -m autograder check PATH.ipynb [--json]   the same with the public checks only (students)
+    python -m autograder autograde [LESSON ...]      grade submitted/ into nbgrader's gradebook
+    python -m autograder release DEST                what a class receives, one folder per lesson
 
 Bad input (a missing file, not a notebook, an unknown lesson, no answer cells) prints a
 one-line error and exits with code 2.
@@ -26,6 +28,23 @@ def _print_table(result, kind):
     print(f"  total {'':<{width}}  {result.score:g} / {result.max:g}")
 
 
+def _autograde(args):
+    from .grading.batch import GradingBusy, autograde, summary_table
+
+    try:
+        results = autograde(args.course, args.lessons, args.student, args.jobs, args.timeout)
+    except (SubmissionError, GradingBusy) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # nbgrader's MissingEntry: the assignment is not in the gradebook yet
+        if exc.__class__.__name__ != "MissingEntry":
+            raise
+        print(f"error: {exc}; run `nbgrader generate_assignment` (or `nbgrader db assignment add`) first", file=sys.stderr)
+        return 2
+    print(summary_table(results))
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -36,7 +55,23 @@ def main(argv=None):
         sub.add_argument("--json", action="store_true", help="print JSON: {exercise: {score, max, messages}}")
         sub.add_argument("--lesson", help="the lesson, when the file name doesn't say (e.g. 01_self_attention)")
         sub.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per cell and per exercise")
+    autograde = commands.add_parser("autograde", help="grade a class's submissions into nbgrader's gradebook")
+    autograde.add_argument("lessons", nargs="*", help="lessons to grade (default: all)")
+    autograde.add_argument("--course", default=".", help="the nbgrader course folder (default: here)")
+    autograde.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    autograde.add_argument("--jobs", type=int, help="notebooks graded at once (default: one per core)")
+    autograde.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per cell and per exercise")
+    release = commands.add_parser("release", help="write what students receive, one folder per lesson")
+    release.add_argument("dest", help="folder to write (e.g. release/)")
     args = parser.parse_args(argv)
+    if args.command == "autograde":
+        return _autograde(args)
+    if args.command == "release":
+        from .release import build_release
+
+        for folder in build_release(args.dest):
+            print(f"wrote {folder}")
+        return 0
     hidden = args.command == "grade"
     try:
         result = grade(args.notebook, hidden=hidden, lesson_name=args.lesson, step_timeout=args.timeout)

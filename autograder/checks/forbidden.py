@@ -1,6 +1,7 @@
 """Find uses of the library call an exercise asks the student to build themselves."""
 
 import ast
+import contextlib
 import inspect
 import textwrap
 
@@ -42,3 +43,38 @@ def forbidden_message(exercise, used):
         f"{exercise} uses {names}, which already does what this exercise asks you to build: "
         "write it with basic tensor operations instead"
     )
+
+
+class ForbiddenCall(RuntimeError):
+    """A built-in that an exercise asks the student to write was called while grading it."""
+
+
+def _stub(name):
+    def forbidden(*args, **kwargs):
+        raise ForbiddenCall(f"{name} is what this exercise asks you to build, so it is switched off while grading")
+
+    return forbidden
+
+
+@contextlib.contextmanager
+def switched_off(names):
+    """Replace the torch built-ins ``names`` by stubs that raise ForbiddenCall, for a while.
+
+    The grader's child does this while it runs a student's cells and while it checks an
+    exercise, to catch calls that the source check can't see (getattr, aliases). A student's
+    code could still find a way around it; the source check and the message are the rule.
+    """
+    import torch
+    import torch.nn.functional
+
+    saved = []
+    for module in (torch, torch.nn, torch.nn.functional):
+        for name in names:
+            if hasattr(module, name):
+                saved.append((module, name, getattr(module, name)))
+                setattr(module, name, _stub(f"{module.__name__}.{name}"))
+    try:
+        yield
+    finally:
+        for module, name, original in reversed(saved):
+            setattr(module, name, original)

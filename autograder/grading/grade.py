@@ -85,7 +85,9 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
             continue
         to_run[exercise.name] = _probes(exercise.name, hidden)
 
-    outcome = sandbox.run(lesson, lesson_prelude(lesson, notebook), cells, to_run, step_timeout=step_timeout)
+    forbidden = {e.name: list(e.forbidden) for e in lesson.exercises}
+    outcome = sandbox.run(lesson, lesson_prelude(lesson, notebook), cells, to_run, step_timeout=step_timeout,
+                          forbidden=forbidden)
     kind = "hidden" if hidden else "public"
     for exercise in lesson.exercises:
         name = exercise.name

@@ -67,19 +67,25 @@ def _isolated(command, workdir):
     job's folder and the Python environment, which are mounted back where they were."""
     tmp, course, env = Path(workdir), REPO, Path(sys.prefix)
     hidden_tmp = Path(tempfile.gettempdir())
+    # An empty tmpfs that stays visible to hold this job's folder while the rest is hidden: the
+    # course folder itself, or /mnt when the course lies in the temporary folder (a student bundle).
+    stash = course if hidden_tmp not in course.parents else Path("/mnt")
     q = shlex.quote
+    env_inside = course in env.parents or env == course or hidden_tmp in env.parents
     steps = ["mount --make-rprivate /"]
-    if course in env.parents or env == course:
+    if env_inside:
         steps += [f"mkdir -p {q(str(tmp / 'env'))}", f"mount --rbind {q(str(env))} {q(str(tmp / 'env'))}"]
     steps += [
-        f"mount -t tmpfs -o size=1m,mode=755 none {q(str(course))}",
-        f"mkdir -p {q(str(course / '.job'))}",
-        f"mount --rbind {q(str(tmp))} {q(str(course / '.job'))}",
+        f"mount -t tmpfs -o size=1m,mode=755 none {q(str(stash))}",
+        f"mkdir -p {q(str(stash / '.job'))}",
+        f"mount --rbind {q(str(tmp))} {q(str(stash / '.job'))}",
     ]
+    if stash != course:
+        steps.append(f"mount -t tmpfs -o size=1m,mode=755 none {q(str(course))}")
     if hidden_tmp in tmp.parents:
         steps += [f"mount -t tmpfs -o mode=1777 none {q(str(hidden_tmp))}", f"mkdir -p {q(str(tmp))}",
-                  f"mount --rbind {q(str(course / '.job'))} {q(str(tmp))}"]
-    if course in env.parents or env == course:
+                  f"mount --rbind {q(str(stash / '.job'))} {q(str(tmp))}"]
+    if env_inside:
         steps += [f"mkdir -p {q(str(env))}", f"mount --rbind {q(str(tmp / 'env'))} {q(str(env))}"]
     script = " && ".join(steps) + " && exec " + " ".join(q(part) for part in command)
     return ["unshare", "--mount", "--net", "--", "sh", "-c", script]
@@ -103,12 +109,13 @@ def _load(path):
         return {"unreadable": f"{exc.__class__.__name__}"}
 
 
-def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0, isolate=None):
+def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0, isolate=None, forbidden=None):
     """Run ``cells`` ({name: source}) then each exercise's probes ({name: probes}) in children.
 
     The children import only what a student of ``lesson`` may have (autograder.release);
     with ``isolate`` (the default where the OS allows) they also see neither the course's
-    files nor other grading jobs, and have no network.
+    files nor other grading jobs, and have no network. ``forbidden`` ({exercise: names}) are
+    the torch built-ins switched off while the cells run and while each exercise is checked.
     """
     outcome = SandboxOutcome()
     outcome.isolated = isolation_available() if isolate is None else isolate
@@ -123,7 +130,7 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
             jobdir = Path(tmp) / f"job{attempt}"
             jobdir.mkdir()
             job_cells = [{"name": n, "source": s} for n, s in cells.items() if n not in skipped_cells]
-            job = {"prelude": prelude, "cells": job_cells,
+            job = {"prelude": prelude, "cells": job_cells, "forbidden": dict(forbidden or {}),
                    "exercises": [{"name": n, "probes": p} for n, p in remaining.items()]}
             torch.save(job, jobdir / "job.pt")
             failed_step = _supervise(jobdir, Path(tmp), package_dir, outcome.isolated, step_timeout, startup_timeout)

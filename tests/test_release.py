@@ -1,0 +1,91 @@
+"""What students receive gives nothing away: no solution, no hidden check, no later reference.
+
+For each lesson N, `make release` writes the student notebook, the public checks and the
+reference of lessons before N only (ARCHITECTURE.md). The grader's sandbox imports the same
+subset, so these tests also bound what a student's code can import while it is graded.
+"""
+
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from autograder.curriculum import LESSONS
+from autograder.lessons import REPO, lessons_with_sources, source_notebook
+from autograder.release import build_release
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+
+
+def solution_lines(lesson_name):
+    """The substantial lines written between the solution markers of a lesson's source notebook."""
+    lines = set()
+    for cell in nbformat.read(source_notebook(lesson_name), as_version=4).cells:
+        inside = False
+        for line in cell.source.splitlines():
+            stripped = line.strip()
+            if stripped.startswith(BEGIN):
+                inside = True
+            elif stripped.startswith(END):
+                inside = False
+            elif inside and len(stripped) >= 30 and not stripped.startswith("#"):
+                lines.add(stripped)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("release")
+    return dest, build_release(dest)
+
+
+def files_of(folder):
+    return {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
+
+
+def test_every_generated_lesson_is_released(release):
+    dest, built = release
+    assert sorted(folder.name for folder in built) == lessons_with_sources()
+
+
+@pytest.mark.parametrize("lesson", lessons_with_sources())
+def test_a_lesson_bundle_holds_only_what_its_students_may_see(release, lesson):
+    dest, _ = release
+    folder = dest / lesson
+    files = files_of(folder)
+    number = LESSONS[lesson].number
+    assert f"{lesson}.ipynb" in files and "requirements.txt" in files
+    assert not any(name.startswith(("solutions/", "tests/")) or "/hidden/" in name for name in files), sorted(files)
+    allowed = {f"autograder/reference/{LESSONS[other].reference_module}.py" for other in LESSONS if LESSONS[other].number < number}
+    references = {name for name in files if name.startswith("autograder/reference/") and name.endswith(".py")}
+    assert references - {"autograder/reference/__init__.py"} == allowed
+    data = {name for name in files if name.startswith("autograder/checks/data/")}
+    assert data <= {f"autograder/checks/data/{other}.pt" for other in LESSONS if LESSONS[other].number <= number}
+    texts = {name: p.read_text(errors="replace") for name, p in files.items() if not name.endswith(".pt")}
+    for name, text in texts.items():
+        assert BEGIN not in text and "BEGIN HIDDEN TESTS" not in text and "check_hidden" not in text, name
+    # A line an earlier lesson's answer also has (an Encoder and a Decoder end alike) gives nothing away.
+    earlier = "\n".join((REPO / name).read_text() for name in allowed)
+    for later in LESSONS:
+        if LESSONS[later].number >= number and later in lessons_with_sources():
+            for line in solution_lines(later) - {l.strip() for l in earlier.splitlines()}:
+                leaks = [name for name, text in texts.items() if line in text]
+                assert not leaks, f"a solution line of {later} is in {leaks}: {line!r}"
+
+
+@pytest.mark.parametrize("lesson", lessons_with_sources())
+def test_a_bundle_runs_its_public_checks_on_its_own(release, lesson):
+    """With nothing but the bundle on the path: the lesson's imports work and the stubs say so."""
+    dest, _ = release
+    folder = dest / lesson
+    code = ("import autograder.checks as c, autograder.reference as r; "
+            f"exec(compile(open({str(folder / (lesson + '.ipynb'))!r}).read(), 'x', 'exec')) if False else None; "
+            "import importlib.util as u; print(u.find_spec('autograder.checks.hidden'))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "None"
+    check = subprocess.run([sys.executable, "-m", "autograder", "check", f"{lesson}.ipynb", "--json"], cwd=folder,
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stderr
+    assert '"score": 0' in check.stdout and "not implemented yet" in check.stdout

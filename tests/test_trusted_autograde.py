@@ -1,0 +1,183 @@
+"""Trusted grading of a class into nbgrader's gradebook: scores a student cannot fake, nothing lost.
+
+One throw-away course: nbgrader generates lesson 01, three students hand in (a right answer,
+the untouched stubs, and a wrong attention function whose cell also disarms the checks so
+that nbgrader's own autograde gives the notebook full marks). `python -m autograder autograde` must
+then put the deserved scores into the gradebook and the CSV export, keep manual scores,
+give the same result when run again, survive being killed midway, refuse a second run at
+once, and never change a submitted file.
+"""
+
+import csv
+import hashlib
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+from autograder.curriculum import LESSONS
+from autograder.grading.batch import course_lock
+from autograder.lessons import IGNORED, REPO, source_notebook
+
+LESSON = LESSONS["01_self_attention"]
+NOTEBOOK = f"{LESSON.name}.ipynb"
+POINTS = {e.name: e.points for e in LESSON.exercises}
+
+# Unscaled attention, plus code that replaces the check functions so that nothing can fail.
+FAKER = '''\
+def scaled_dot_product_attention(query, key, value, attn_mask=None):
+    scores = query @ key.transpose(-2, -1)
+    if attn_mask is not None:
+        scores = scores.masked_fill(attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+
+import autograder.checks.hidden
+autograder.checks.hidden.check_hidden = lambda *args, **kwargs: None
+check = lambda *args, **kwargs: None
+'''
+
+STUDENTS = {  # student: (notebook's answers, trusted score per exercise)
+    "ada": ("solution", POINTS),
+    "bo": ("stubs", {name: 0 for name in POINTS}),
+    # Eve's SelfAttention is right but calls her own unscaled attention function, so it is wrong too.
+    "eve": ("faker", {name: 0 for name in POINTS}),
+}
+
+
+def _answer(source):
+    return "\n".join(l for l in source.splitlines() if "### BEGIN SOLUTION" not in l and "### END SOLUTION" not in l)
+
+
+def _cell(nb, grade_id):
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    return cell
+
+
+def _digest(root):
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((root / "submitted").rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory, jupyter_env):
+    root = tmp_path_factory.mktemp("class")
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    shutil.copytree(REPO / "solutions" / LESSON.name, root / "solutions" / LESSON.name, ignore=IGNORED)
+
+    def run(*args, check=True):
+        result = subprocess.run([sys.executable, "-m", *args], cwd=root, env=jupyter_env, capture_output=True,
+                                text=True, timeout=900)
+        assert not check or result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
+        return result
+
+    run("nbgrader", "generate_assignment", LESSON.name)
+    (root / "students.csv").write_text("id,first_name,last_name\n" + "".join(f"{s},{s},S\n" for s in STUDENTS))
+    run("nbgrader", "db", "student", "import", "students.csv")
+    release = nbformat.read(root / "lessons" / LESSON.name / NOTEBOOK, as_version=4)
+    source = nbformat.read(source_notebook(LESSON.name), as_version=4)
+    for student, (kind, _) in STUDENTS.items():
+        nb = nbformat.from_dict(release)
+        if kind in ("solution", "faker"):
+            for name in POINTS:
+                _cell(nb, name).source = _answer(_cell(source, name).source)
+        if kind == "faker":
+            _cell(nb, "scaled_dot_product_attention").source = FAKER
+        path = root / "submitted" / student / LESSON.name / NOTEBOOK
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+    run("nbgrader", "autograde", LESSON.name)
+    return root, run
+
+
+def exported(root, run):
+    run("nbgrader", "export", "--to", "grades.csv")
+    with open(root / "grades.csv", newline="") as f:
+        return {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)}
+
+
+def test_nbgrader_alone_can_be_faked_and_the_trusted_grade_cannot(course):
+    root, run = course
+    assert exported(root, run)["eve"] == LESSON.max_score, "nbgrader's in-kernel tests were expected to be fooled"
+    before = _digest(root)
+    output = run("autograder", "autograde", LESSON.name).stdout
+    assert "3 submission(s) graded" in output and "lost: scaled_dot_product_attention" in output
+    assert exported(root, run) == {s: float(sum(scores.values())) for s, (_, scores) in STUDENTS.items()}
+    assert _digest(root) == before, "grading must not change a submitted file"
+
+
+def test_each_exercise_lands_on_its_test_cell_with_the_messages_as_comment(course):
+    from nbgrader.api import Gradebook
+
+    root, run = course
+    run("autograder", "autograde", LESSON.name)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "transformers-from-scratch") as gradebook:
+        for student, (_, scores) in STUDENTS.items():
+            for name, points in scores.items():
+                grade = gradebook.find_grade(f"test_{name}", LESSON.name, LESSON.name, student)
+                assert (grade.auto_score, grade.needs_manual_grade) == (points, False), (student, name)
+        comment = gradebook.find_comment("scaled_dot_product_attention", LESSON.name, LESSON.name, "eve")
+        assert "not scaled" in comment.auto_comment
+
+
+def test_regrading_is_idempotent_and_keeps_manual_scores(course):
+    from nbgrader.api import Gradebook
+
+    root, run = course
+    url = f"sqlite:///{root / 'gradebook.db'}"
+    with Gradebook(url, "transformers-from-scratch") as gradebook:
+        grade = gradebook.find_grade("test_SelfAttention", LESSON.name, LESSON.name, "ada")
+        grade.manual_score = 1.0  # the instructor overrides one score by hand
+        gradebook.db.commit()
+    first = exported(root, run)
+    run("autograder", "autograde", LESSON.name)
+    run("autograder", "autograde", LESSON.name)
+    assert exported(root, run) == first
+    with Gradebook(url, "transformers-from-scratch") as gradebook:
+        grade = gradebook.find_grade("test_SelfAttention", LESSON.name, LESSON.name, "ada")
+        assert (grade.manual_score, grade.score) == (1.0, 1.0)
+        grade.manual_score = None
+        gradebook.db.commit()
+
+
+def test_a_second_run_at_once_is_refused(course):
+    root, run = course
+    with course_lock(root):
+        result = run("autograder", "autograde", LESSON.name, check=False)
+    assert result.returncode == 2
+    assert "another grading run" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_run_killed_midway_leaves_the_gradebook_consistent(course, jupyter_env):
+    root, run = course
+    run("autograder", "autograde", LESSON.name)
+    expected = exported(root, run)
+    db = sqlite3.connect(root / "gradebook.db")
+    db.execute("UPDATE grade SET auto_score = NULL")  # as if never graded
+    db.commit()
+    before = _digest(root)
+    child = subprocess.Popen([sys.executable, "-m", "autograder", "autograde", LESSON.name, "--jobs", "1"],
+                             cwd=root, env=jupyter_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and child.poll() is None:
+        graded = db.execute("SELECT COUNT(*) FROM grade WHERE auto_score IS NOT NULL").fetchone()[0]
+        if graded:
+            break
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    per_submission = db.execute(
+        "SELECT submitted_notebook.id, COUNT(grade.auto_score), COUNT(*) FROM grade "
+        "JOIN submitted_notebook ON grade.notebook_id = submitted_notebook.id GROUP BY submitted_notebook.id"
+    ).fetchall()
+    assert all(done in (0, total) for _, done, total in per_submission), per_submission  # never half a submission
+    assert any(done for _, done, _ in per_submission), "the run was killed before it recorded anything"
+    db.close()
+    assert _digest(root) == before
+    run("autograder", "autograde", LESSON.name)  # the lock died with the process; a rerun completes
+    assert exported(root, run) == expected
