@@ -192,7 +192,10 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
                 if problem:
                     failures.append(problem)
     results = [(f"{where} {f}", None) for f in failures]
-    for g, e in zip(got.get("fixtures", []), expected.get("fixtures", [])):
+    got_fixtures, expected_fixtures = got.get("fixtures", []), expected.get("fixtures", [])
+    if len(got_fixtures) != len(expected_fixtures):
+        failures.append("the record of the model it was given is missing: the results were not written by the grader")
+    for g, e in zip(got_fixtures, expected_fixtures):
         for key, value in e.items():
             if g.get(key) != value:
                 # How the code used the model given to it: the hint names the mistake.

@@ -56,13 +56,33 @@ def _stub(name):
     return forbidden
 
 
+def _refusing_mode(names):
+    """A TorchFunctionMode that refuses torch functions named like a forbidden one.
+
+    It also catches what the attribute swap can't reach: torch._C._nn's kernels and the
+    private variants (_scaled_dot_product_flash_attention_for_cpu, ...), whatever module
+    they are called through.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    class RefuseForbidden(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", "") or ""
+            if any(forbidden in name for forbidden in names):
+                raise ForbiddenCall(f"{name} does what this exercise asks you to build, so it is switched off while grading")
+            return func(*args, **(kwargs or {}))
+
+    return RefuseForbidden()
+
+
 @contextlib.contextmanager
 def switched_off(names):
     """Replace the torch built-ins ``names`` by stubs that raise ForbiddenCall, for a while.
 
     The grader's child does this while it runs a student's cells and while it checks an
-    exercise, to catch calls that the source check can't see (getattr, aliases). A student's
-    code could still find a way around it; the source check and the message are the rule.
+    exercise, to catch calls that the source check can't see (getattr, aliases, private
+    kernels). A student's code could still find a way around it; the source check and the
+    message are the rule.
     """
     import torch
     import torch.nn.functional
@@ -73,8 +93,10 @@ def switched_off(names):
             if hasattr(module, name):
                 saved.append((module, name, getattr(module, name)))
                 setattr(module, name, _stub(f"{module.__name__}.{name}"))
+    mode = _refusing_mode(tuple(names)) if names else contextlib.nullcontext()
     try:
-        yield
+        with mode:
+            yield
     finally:
         for module, name, original in reversed(saved):
             setattr(module, name, original)

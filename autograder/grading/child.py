@@ -6,6 +6,7 @@ each step it starts and finishes in ``JOBDIR/progress``, and writes plain result
 """
 
 import linecache
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +23,9 @@ def _exec_cell(source, name, namespace):
 
 
 def main(jobdir):
+    # Python ignores SIGXFSZ, so a write past the sandbox's file-size limit would only raise
+    # OSError in the student's code; with the default action the step stops, as the sandbox means.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     jobdir = Path(jobdir)
     job = torch.load(jobdir / "job.pt", weights_only=True)
     out = jobdir / "out"

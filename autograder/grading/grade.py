@@ -12,7 +12,8 @@ from ..checks.forbidden import forbidden_message, forbidden_uses
 from ..checks.public import failure_text, load_public_data
 from ..curriculum import EXERCISES
 from . import sandbox
-from .notebook import SubmissionError, answer_cells, identify_lesson, lesson_prelude, read_notebook
+from .notebook import (SubmissionError, answer_cells, course_folder, duplicate_answer_cells, identify_lesson,
+                       lesson_prelude, read_notebook)
 
 
 @dataclass
@@ -87,7 +88,7 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
 
     forbidden = {e.name: list(e.forbidden) for e in lesson.exercises}
     outcome = sandbox.run(lesson, lesson_prelude(lesson, notebook), cells, to_run, step_timeout=step_timeout,
-                          forbidden=forbidden)
+                          forbidden=forbidden, hide=[course_folder(path)])
     kind = "hidden" if hidden else "public"
     for exercise in lesson.exercises:
         name = exercise.name
@@ -107,7 +108,13 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
         if results is None:
             grades[name] = ExerciseGrade(0, exercise.points, messages + [f"{name} is not defined after running its answer cell"])
             continue
-        report = _report(name, to_run[name], results, hidden)
+        try:
+            report = _report(name, to_run[name], results, hidden)
+        except Exception as exc:  # results from the child are checked for form, not for every field
+            messages.append(f"checking {name}: its results could not be compared ({exc.__class__.__name__}); "
+                            "they are not what the grader's child writes")
+            grades[name] = ExerciseGrade(0, exercise.points, messages)
+            continue
         if report.not_implemented:
             messages.append(f"{name} is not implemented yet")
         elif report.ok:
@@ -115,6 +122,8 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
         else:
             messages.extend(failure_text(report, kind, shown=5).splitlines())
         grades[name] = ExerciseGrade(exercise.points if report.ok else 0, exercise.points, messages)
+    for name, count in duplicate_answer_cells(notebook, lesson).items():
+        grades[name].messages.insert(0, f"{count} cells have grade_id {name}: only the first one is graded")
     return NotebookGrade(lesson.name, str(path), {e.name: grades[e.name] for e in lesson.exercises})
 
 

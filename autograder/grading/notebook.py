@@ -30,8 +30,11 @@ def read_notebook(path):
 
 
 def _source(cell):
+    """A cell's code; "" when its source is neither a string nor a list of strings (a malformed cell)."""
     source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
+    if isinstance(source, list):
+        return "".join(source) if all(isinstance(line, str) for line in source) else ""
+    return source if isinstance(source, str) else ""
 
 
 def _grade_id(cell):
@@ -88,6 +91,12 @@ def answer_cells(notebook, lesson):
     return {e.name: cells[e.name] for e in lesson.exercises if e.name in cells}
 
 
+def duplicate_answer_cells(notebook, lesson):
+    """{exercise name: number of cells} for the exercises whose grade_id more than one cell has."""
+    names = [_grade_id(cell) for cell in code_cells(notebook)]
+    return {e.name: names.count(e.name) for e in lesson.exercises if names.count(e.name) > 1}
+
+
 def setup_cell(notebook):
     for cell in code_cells(notebook):
         if _grade_id(cell) == "setup":
@@ -109,3 +118,16 @@ def lesson_prelude(lesson, submission=None):
     if submission is not None and setup_cell(submission) is not None:
         return setup_cell(submission)
     return DEFAULT_PRELUDE
+
+
+def course_folder(path):
+    """The course a submitted notebook lies in: the nearest folder above it with nbgrader's
+    configuration or gradebook, else the parent of its ``submitted`` folder, else its own folder."""
+    path = Path(path).resolve()
+    for folder in path.parents:
+        if (folder / "nbgrader_config.py").exists() or (folder / "gradebook.db").exists():
+            return folder
+    for folder in path.parents:
+        if folder.name == "submitted":
+            return folder.parent
+    return path.parent

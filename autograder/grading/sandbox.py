@@ -49,29 +49,41 @@ def _child_env(package_dir):
     return env
 
 
+# New mount, network and PID namespaces, with a /proc of the new PID namespace: the child sees
+# no other process, so it can neither signal the grader nor reach the grader's files through
+# /proc/<pid>/root, which leads past the mount namespace.
+_UNSHARE = ("unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc")
+
+
 @functools.lru_cache(maxsize=None)
 def isolation_available():
-    """Whether this machine lets the grader start a child in its own mount and network namespaces."""
+    """Whether this machine lets the grader start a child in its own mount, network and PID namespaces."""
     if not sys.platform.startswith("linux") or shutil.which("unshare") is None:
         return False
     try:
-        probe = subprocess.run(["unshare", "--mount", "--net", "true"], capture_output=True, timeout=20)
+        probe = subprocess.run([*_UNSHARE, "true"], capture_output=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
 
 
-def _isolated(command, workdir):
-    """``command`` wrapped so that it runs with no network, and with the course folder and the
-    temporary folder (other students' grading jobs) replaced by empty ones, except for this
-    job's folder and the Python environment, which are mounted back where they were."""
-    tmp, course, env = Path(workdir), REPO, Path(sys.prefix)
+def _isolated(command, workdir, hide=()):
+    """``command`` wrapped so that it runs with no network, sees no other process, and finds the
+    course folder, the folders in ``hide`` (a class's course folder, say) and the temporary folder
+    (other students' grading jobs) replaced by empty ones, except for this job's folder and the
+    Python environment, which are mounted back where they were."""
+    tmp, env = Path(workdir), Path(sys.prefix)
     hidden_tmp = Path(tempfile.gettempdir())
-    # An empty tmpfs that stays visible to hold this job's folder while the rest is hidden: the
-    # course folder itself, or /mnt when the course lies in the temporary folder (a student bundle).
-    stash = course if hidden_tmp not in course.parents else Path("/mnt")
+    hidden = []
+    for folder in (REPO, *map(Path, hide)):
+        folder = folder.resolve()
+        if folder not in hidden and hidden_tmp not in folder.parents and folder != hidden_tmp and folder != Path("/"):
+            hidden.append(folder)
+    # An empty tmpfs that stays visible to hold this job's folder while the rest is hidden: a
+    # hidden folder itself, or /mnt when all of them lie in the temporary folder (a student bundle).
+    stash = hidden[0] if hidden else Path("/mnt")
     q = shlex.quote
-    env_inside = course in env.parents or env == course or hidden_tmp in env.parents
+    env_inside = any(folder == env or folder in env.parents for folder in hidden) or hidden_tmp in env.parents
     steps = ["mount --make-rprivate /"]
     if env_inside:
         steps += [f"mkdir -p {q(str(tmp / 'env'))}", f"mount --rbind {q(str(env))} {q(str(tmp / 'env'))}"]
@@ -80,15 +92,17 @@ def _isolated(command, workdir):
         f"mkdir -p {q(str(stash / '.job'))}",
         f"mount --rbind {q(str(tmp))} {q(str(stash / '.job'))}",
     ]
-    if stash != course:
-        steps.append(f"mount -t tmpfs -o size=1m,mode=755 none {q(str(course))}")
+    steps += [f"mount -t tmpfs -o size=1m,mode=755 none {q(str(folder))}" for folder in hidden if folder != stash]
     if hidden_tmp in tmp.parents:
         steps += [f"mount -t tmpfs -o mode=1777 none {q(str(hidden_tmp))}", f"mkdir -p {q(str(tmp))}",
                   f"mount --rbind {q(str(stash / '.job'))} {q(str(tmp))}"]
     if env_inside:
         steps += [f"mkdir -p {q(str(env))}", f"mount --rbind {q(str(tmp / 'env'))} {q(str(env))}"]
-    script = " && ".join(steps) + " && exec " + " ".join(q(part) for part in command)
-    return ["unshare", "--mount", "--net", "--", "sh", "-c", script]
+    # Not exec'd: the shell stays PID 1 of the namespace, since a PID 1 ignores the signals it has
+    # no handler for (os.abort() wouldn't end it), and reports a child killed by signal N as exit
+    # status 128 + N (see _death).
+    script = " && ".join(steps) + " && " + " ".join(q(part) for part in command) + "; exit $?"
+    return [*_UNSHARE, "--", "sh", "-c", script]
 
 
 def _progress(jobdir):
@@ -109,13 +123,45 @@ def _load(path):
         return {"unreadable": f"{exc.__class__.__name__}"}
 
 
-def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0, isolate=None, forbidden=None):
+NOT_PLAIN = "returned something that is not plain tensor data"
+
+
+def _exercise_results(data, probes):
+    """(results, None) from an exercise's file, else (None, why they can't be used).
+
+    The file is written by a process where student code ran, so it may be anything a
+    weights-only load accepts: only a list of one result per probe is compared.
+    """
+    if not isinstance(data, dict) or "unreadable" in data or "results" not in data:
+        return None, NOT_PLAIN
+    results = data["results"]
+    if results is None:  # the exercise wasn't defined
+        return None, None
+    if not isinstance(results, list) or not all(isinstance(result, dict) for result in results):
+        return None, NOT_PLAIN
+    if len(results) != len(probes):
+        return None, (f"returned {len(results)} results for {len(probes)} checks, which don't match the checks "
+                      "that were run (was the grader's code changed?)")
+    return results, None
+
+
+def _cell_error(data):
+    """A cell's error record as plain strings, whatever the file held."""
+    if isinstance(data, dict) and all(isinstance(data.get(key, ""), str) for key in ("type", "message", "traceback")) \
+            and data.get("type"):
+        return data
+    return {"type": "an error", "message": "its record is not plain data", "traceback": ""}
+
+
+def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0, isolate=None, forbidden=None,
+        hide=()):
     """Run ``cells`` ({name: source}) then each exercise's probes ({name: probes}) in children.
 
     The children import only what a student of ``lesson`` may have (autograder.release);
     with ``isolate`` (the default where the OS allows) they also see neither the course's
-    files nor other grading jobs, and have no network. ``forbidden`` ({exercise: names}) are
-    the torch built-ins switched off while the cells run and while each exercise is checked.
+    files nor other grading jobs nor other processes, and have no network. ``forbidden`` ({exercise: names}) are
+    the torch built-ins switched off while the cells run and while each exercise is checked;
+    ``hide`` names more folders the children must not see (the course the submission is in).
     """
     outcome = SandboxOutcome()
     outcome.isolated = isolation_available() if isolate is None else isolate
@@ -133,18 +179,22 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
             job = {"prelude": prelude, "cells": job_cells, "forbidden": dict(forbidden or {}),
                    "exercises": [{"name": n, "probes": p} for n, p in remaining.items()]}
             torch.save(job, jobdir / "job.pt")
-            failed_step = _supervise(jobdir, Path(tmp), package_dir, outcome.isolated, step_timeout, startup_timeout)
+            failed_step = _supervise(jobdir, Path(tmp), package_dir, outcome.isolated, step_timeout, startup_timeout,
+                                     hide)
             out = jobdir / "out"
             for path in sorted(out.glob("cell-*.pt")) if out.exists() else []:
-                outcome.cell_errors[path.stem[5:]] = _load(path)
-            for name in list(remaining):
+                outcome.cell_errors[path.stem[5:]] = _cell_error(_load(path))
+            # A child that stopped in a cell (or before any step) checked no exercise: a result
+            # file there was written by a cell, not by the checks, and is not read.
+            checked = failed_step is None or failed_step[0].startswith("exercise ")
+            for name in list(remaining) if checked else []:
                 path = out / f"exercise-{name}.pt"
                 if path.exists():
-                    data = _load(path)
-                    if "unreadable" in data:
-                        outcome.failures[f"exercise {name}"] = "returned something that is not plain tensor data"
+                    results, why = _exercise_results(_load(path), remaining[name])
+                    if why:
+                        outcome.failures[f"exercise {name}"] = why
                     else:
-                        outcome.results[name] = data["results"]
+                        outcome.results[name] = results
                     del remaining[name]
             if failed_step is None:
                 break
@@ -163,11 +213,11 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
     return outcome
 
 
-def _supervise(jobdir, workdir, package_dir, isolate, step_timeout, startup_timeout):
+def _supervise(jobdir, workdir, package_dir, isolate, step_timeout, startup_timeout, hide=()):
     """Run one child; return None when it finished every step, else (step, why it stopped)."""
     command = [sys.executable, "-m", "autograder.grading.child", str(jobdir)]
     if isolate:
-        command = _isolated(command, workdir)
+        command = _isolated(command, workdir, hide)
     with open(jobdir / "stdout", "wb") as stdout:
         child = subprocess.Popen(
             command,
@@ -197,6 +247,8 @@ def _supervise(jobdir, workdir, package_dir, isolate, step_timeout, startup_time
 
 
 def _death(code):
+    if code > 128 and code - 128 in signal.valid_signals():  # the isolated child's shell saw a signal
+        code = 128 - code
     if code < 0:
         name = signal.Signals(-code).name
         if -code == signal.SIGXFSZ:
