@@ -3,51 +3,51 @@
 from . import PRELUDE as BASE_PRELUDE
 from . import Bug
 
-# The lesson's notebook gives the earlier lessons' pieces (the reference's, as the grader's
-# sandbox does) and a cell with the activation lookup the given __init__ uses. Within the lesson,
-# Encoder builds on EncoderLayer, which builds on PositionwiseFeedForward: the reference's here.
+# The lesson's setup cell imports the earlier lessons' pieces from the reference, as the grader's
+# sandbox does. Within the lesson, Encoder builds on EncoderLayer, which builds on
+# PositionwiseFeedForward: the reference's here. Each bug's __init__ is the one the notebook gives.
 PRELUDE = BASE_PRELUDE + '''
 from autograder.reference import EncoderLayer, MultiHeadAttention, PositionwiseFeedForward
-
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
-
-
-def _activation(name):
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {name!r}")
-    return ACTIVATIONS[name]
 '''
 
 _FFN_INIT = '''
 class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position separately."""
+
     def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
         super().__init__()
-        self.activation = _activation(activation)
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f'activation must be "relu" or "gelu", got {activation!r}')
+        self.activation = F.relu if activation == "relu" else F.gelu
+        self.linear1 = nn.Linear(d_model, d_ff)  # W1, b1
+        self.linear2 = nn.Linear(d_ff, d_model)  # W2, b2
+        self.dropout = nn.Dropout(dropout)  # on the hidden layer, as PyTorch does
 '''
 
 _LAYER_INIT = '''
 class EncoderLayer(nn.Module):
+    """Self-attention, then the feed-forward network, each wrapped in a residual connection and a LayerNorm."""
+
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ff = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)  # lesson 02's
+        self.ff = PositionwiseFeedForward(d_model, d_ff, dropout, activation)  # exercise 1's
+        self.norm1 = nn.LayerNorm(d_model)  # for the attention sublayer
+        self.norm2 = nn.LayerNorm(d_model)  # for the feed-forward sublayer
+        self.dropout = nn.Dropout(dropout)  # on each sublayer's output, before the residual sum
 '''
 
 _ENCODER_INIT = '''
 class Encoder(nn.Module):
+    """N encoder layers; a pre-norm stack ends with one more LayerNorm, a post-norm stack does not."""
+
     def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
         super().__init__()
         self.layers = nn.ModuleList(
             EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers)
         )
-        self.norm = nn.LayerNorm(d_model) if norm_first else None
+        self.norm = nn.LayerNorm(d_model) if norm_first else None  # the final norm of a pre-norm stack
 '''
 
 BUGS = [
