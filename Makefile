@@ -2,6 +2,7 @@
 #   make lab       open the first lesson in JupyterLab
 #   make test      run the project's tests and re-execute every solution notebook
 #   make lessons   regenerate lessons/ from solutions/ (after editing a solution notebook)
+#   make bench     lesson 06's training (3 seeds) and grading speed: nbgrader vs the trusted grader
 #   make release   write release/<lesson>/: what a class receives for each lesson
 #   make autograde trusted scores for every submission in submitted/, into nbgrader's gradebook
 # Each target first makes the virtual environment (.venv) if it is missing or stale.
@@ -22,10 +23,10 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout 300
 
-.PHONY: help venv lab test lessons release autograde
+.PHONY: help venv lab test lessons bench release autograde
 
 help:
-	@sed -n '2,7p' Makefile | sed 's/^# *//'
+	@sed -n '2,8p' Makefile | sed 's/^# *//'
 
 venv: $(STAMP)
 
@@ -57,3 +58,9 @@ release: $(STAMP)
 # LESSONS= limits it to some lessons, e.g. make autograde LESSONS=01_self_attention
 autograde: $(STAMP)
 	$(BIN)/python -m autograder autograde $(LESSONS)
+
+# STUDENTS= sets the synthetic class's size for the grading benchmark (50 takes hours on 2 cores).
+STUDENTS ?= 50
+bench: $(STAMP)
+	$(BIN)/python bench/reversal.py
+	$(BIN)/python bench/grading.py --students $(STUDENTS)

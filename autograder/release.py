@@ -14,10 +14,10 @@ from .curriculum import LESSONS, lessons_before
 PACKAGE = Path(__file__).resolve().parent
 REPO = PACKAGE.parent
 
-# The package's own files a student may have: the public checks, the runner and the CLI's
-# `check`. Everything else (reference/, checks/hidden/, solutions) is added selectively or never.
+# The package's own files a student may have: the public checks, the runner, the CLI's
+# `check`, and lesson 06's training task (which uses no reference it isn't allowed). Everything else (reference/, checks/hidden/, solutions) is added selectively or never.
 STUDENT_FILES = (
-    "__init__.py", "__main__.py", "curriculum.py", "release.py",
+    "__init__.py", "__main__.py", "curriculum.py", "release.py", "reversal.py",
     "checks/__init__.py", "checks/runner.py", "checks/compare.py", "checks/properties.py",
     "checks/public.py", "checks/forbidden.py",
     "grading/__init__.py", "grading/child.py", "grading/grade.py", "grading/notebook.py", "grading/sandbox.py",
