@@ -2,6 +2,7 @@
 
     python -m autograder grade PATH.ipynb [--json]   trusted grade with the hidden checks (instructors)
     python -m autograder check PATH.ipynb [--json]   the same with the public checks only (students)
+    python -m autograder check lessons/ [--json]     the whole course's progress in one table
     python -m autograder autograde [LESSON ...]      grade submitted/ into nbgrader's gradebook
     python -m autograder release DEST                what a class receives, one folder per lesson
 
@@ -12,6 +13,7 @@ one-line error and exits with code 2.
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .grading.grade import SubmissionError, grade
 
@@ -45,13 +47,34 @@ def _autograde(args):
     return 0
 
 
+def _course(args, hidden):
+    from .grading.progress import course_progress, progress_table
+
+    if args.lesson:
+        print("error: --lesson names the lesson of one notebook; a folder's notebooks are found by name",
+              file=sys.stderr)
+        return 2
+    try:
+        results = course_progress(args.notebook, hidden=hidden, step_timeout=args.timeout)
+    except SubmissionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({r.lesson: r.grade.as_dict() if r.grade else {"error": r.error} for r in results},
+                         indent=2, ensure_ascii=False))
+    else:
+        print(progress_table(results, "hidden" if hidden else "public"))
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for command, help_text in (("grade", "grade with the hidden checks (instructors)"),
                                ("check", "check with the public checks only (students)")):
         sub = commands.add_parser(command, help=help_text)
-        sub.add_argument("notebook", help="path to a lesson notebook (.ipynb)")
+        sub.add_argument("notebook", help="path to a lesson notebook (.ipynb), or a folder of lessons "
+                                          "(e.g. lessons/) for one table across the course")
         sub.add_argument("--json", action="store_true", help="print JSON: {exercise: {score, max, messages}}")
         sub.add_argument("--lesson", help="the lesson, when the file name doesn't say (e.g. 01_self_attention)")
         sub.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per cell and per exercise")
@@ -73,6 +96,8 @@ def main(argv=None):
             print(f"wrote {folder}")
         return 0
     hidden = args.command == "grade"
+    if Path(args.notebook).is_dir():
+        return _course(args, hidden)
     try:
         result = grade(args.notebook, hidden=hidden, lesson_name=args.lesson, step_timeout=args.timeout)
     except SubmissionError as exc:

@@ -26,14 +26,26 @@ def load_public_data(lesson_name):
 
 def summarize(report, kind, tolerance):
     """Print a passing report; raise CheckFailed (or NotImplementedError) for a failing one."""
-    name = report.exercise
-    if report.not_implemented:
-        raise NotImplementedError(f"`{name}` is not implemented yet: write it in its answer cell, run that cell, then this one.")
-    if report.ok:
+    # IPython leaves frames marked so out of a student's traceback (all but the last one), so
+    # the traceback under a check cell is their own line, this raise and the message.
+    __tracebackhide__ = True
+    failure = _failure(report, kind)
+    if failure is None:
         rtol, atol = tolerance.float32
-        print(f"✓ {name} passes all {report.total} {kind} checks (float32 compared at rtol={rtol:g}, atol={atol:g}).")
+        print(f"✓ {report.exercise} passes all {report.total} {kind} checks "
+              f"(float32 compared at rtol={rtol:g}, atol={atol:g}).")
         return
-    raise CheckFailed(failure_text(report, kind))
+    # What is wrong, and the likely mistake, is in the message below.
+    raise failure
+
+
+def _failure(report, kind):
+    if report.not_implemented:
+        return NotImplementedError(f"`{report.exercise}` is not implemented yet: write it in its answer cell, "
+                                   "run that cell, then this one.")
+    if not report.ok:
+        return CheckFailed(failure_text(report, kind))
+    return None
 
 
 def failure_text(report, kind, shown=3):
@@ -59,6 +71,7 @@ def forbidden_report(name, obj):
 
 def check(name, obj):
     """Run the public checks of exercise ``name`` on the student's ``obj``."""
+    __tracebackhide__ = True
     data = load_public_data(lesson_of(name).name)[name]
     tolerance = Tolerance(*data["tolerance"])
     report = forbidden_report(name, obj)

@@ -56,6 +56,7 @@ def report_for(name, probes, got_results):
 
 def check_hidden(name, obj):
     """Run the hidden checks on the student's object in this process (nbgrader's hidden tests)."""
+    __tracebackhide__ = True
     spec = specs()[name]
     report = forbidden_report(name, obj)
     if report is None:
