@@ -84,6 +84,12 @@ LESSONS = {
 
 EXERCISES = {exercise.name: lesson for lesson in LESSONS.values() for exercise in lesson.exercises}
 
+# The orientation notebook students open before lesson 01 (solutions/00_start_here/). It has no
+# exercises and no grade, so it is no Lesson and stays out of LESSONS, which grading, autograding,
+# the checks and the tests iterate; `make lessons` generates it and `make release` hands it out
+# like a lesson (autograder/lessons.py, autograder/release.py).
+INTRODUCTION = "00_start_here"
+
 
 def lessons_before(lesson):
     """The lessons a student has done before ``lesson``, whose reference they may use."""

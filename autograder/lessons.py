@@ -4,7 +4,8 @@
     python -m autograder.lessons --output DIR    # write the lessons into DIR instead
 
 Every lesson of autograder/curriculum.py that has a source notebook
-(solutions/NN_topic/NN_topic.ipynb) goes through `nbgrader generate_assignment` with
+(solutions/NN_topic/NN_topic.ipynb), and before them the ungraded introduction
+(solutions/00_start_here/, curriculum.INTRODUCTION), goes through `nbgrader generate_assignment` with
 the course's nbgrader_config.py (and no other configuration, so that a personal
 ~/.jupyter cannot change the result): solutions become stubs, hidden tests disappear,
 outputs are cleared. nbgrader works in a throw-away copy of the course, so no gradebook
@@ -20,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.curriculum import LESSONS
+from autograder.curriculum import INTRODUCTION, LESSONS
 
 REPO = Path(__file__).resolve().parent.parent
 IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc")
@@ -35,8 +36,14 @@ def lesson_notebook(lesson_name, root=REPO):
 
 
 def lessons_with_sources(root=REPO):
-    """The names of the curriculum's lessons that have a source notebook, in order."""
+    """The names of the curriculum's (graded) lessons that have a source notebook, in order."""
     return [name for name in LESSONS if source_notebook(name, root).is_file()]
+
+
+def notebooks_with_sources(root=REPO):
+    """Every notebook `make lessons` generates, in order: the ungraded introduction, then the lessons."""
+    introduction = [INTRODUCTION] if source_notebook(INTRODUCTION, root).is_file() else []
+    return introduction + lessons_with_sources(root)
 
 
 @contextlib.contextmanager
@@ -51,15 +58,15 @@ def scripts_on_path():
 
 
 def generate(output, root=REPO):
-    """Write the student version of every lesson with a source notebook into `output`.
+    """Write the student version of every notebook with a source (introduction and lessons) into `output`.
 
-    `output` gets one folder per lesson; existing folders of those lessons are replaced.
-    Returns the lesson names.
+    `output` gets one folder per notebook; existing folders of those notebooks are replaced.
+    Returns their names.
     """
     from nbgrader.apps import NbGraderAPI  # slow to import: only when generating
     from traitlets.config.loader import PyFileConfigLoader
 
-    names = lessons_with_sources(root)
+    names = notebooks_with_sources(root)
     output = Path(output)
     with tempfile.TemporaryDirectory(prefix="lessons-") as tmp, scripts_on_path():
         course = Path(tmp)
@@ -95,7 +102,7 @@ def main(argv=None):
                         help="overwrite lesson notebooks that hold outputs (someone's work)")
     args = parser.parse_args(argv)
 
-    names = lessons_with_sources()
+    names = notebooks_with_sources()
     targets = [args.output / name / f"{name}.ipynb" for name in names]
     worked_on = [path for path in targets if path.is_file() and has_been_run(path)]
     if worked_on and not args.force:

@@ -10,7 +10,8 @@ then does what a student does:
 3. asks nbgrader's Validate button, which says the notebook fails its tests;
 4. types a wrong answer (no 1/sqrt(d_k)) into the answer cell, runs it and its check,
    and the check names the mistake;
-5. types correct answers to both exercises, runs all cells again, and both checks pass;
+5. types correct answers to both exercises, runs all cells again: both checks pass and
+   the lesson's pictures are drawn;
 6. saves and validates again, and Validate says the notebook passes.
 
 A screenshot of every step is saved in artifacts/browser/ (or $BROWSER_ARTIFACTS).
@@ -320,7 +321,15 @@ def test_correct_answers_pass_their_checks(page):
     errors = page.locator(ERROR_OUTPUT)
     assert errors.count() == 0, errors.first.inner_text()
     screenshot(page, "5_answers_pass", self_attention_check)
-    screenshot(page, "5_page")
+    # The lesson's pictures (the attention heatmaps, the saturation plot) are drawn on the page.
+    images = page.locator(".jp-OutputArea-output img")
+    assert images.count() >= 2
+    for i in range(images.count()):
+        image = images.nth(i)
+        image.scroll_into_view_if_needed()
+        size = image.evaluate("img => [img.complete, img.naturalWidth, img.naturalHeight]")
+        assert size[0] and size[1] >= 200 and size[2] >= 100, f"picture {i} did not render: {size}"
+    screenshot(page, "5_picture", code_cell(page, 'tokens = "the cat sat on the mat"'))
 
 
 def test_validate_passes_and_the_answers_are_saved(page, course):

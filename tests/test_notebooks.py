@@ -4,7 +4,9 @@ solutions/ (the nbgrader source notebooks) must have, for every exercise of
 autograder/curriculum.py, one answer cell and its test cell with the curriculum's
 points; lessons/ must equal `make lessons`, carry no solution and no hidden test, and
 run top to bottom with every exercise failing as "not implemented" and nothing else
-failing. (The solutions themselves are re-executed by nbval in `make test`.)
+failing. The ungraded introduction (00_start_here, curriculum.INTRODUCTION) is generated
+and checked like a lesson with no exercises: nothing in it may fail. (The solutions
+themselves are re-executed by nbval in `make test`.)
 """
 
 import ast
@@ -14,10 +16,12 @@ import pytest
 from nbclient import NotebookClient
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder.curriculum import EXERCISES, LESSONS
-from autograder.lessons import REPO, generate, lesson_notebook, lessons_with_sources, source_notebook
+from autograder.curriculum import EXERCISES, INTRODUCTION, LESSONS
+from autograder.lessons import (REPO, generate, lesson_notebook, lessons_with_sources, notebooks_with_sources,
+                                source_notebook)
 
-LESSON_NAMES = lessons_with_sources()
+LESSON_NAMES = lessons_with_sources()  # the graded lessons
+NOTEBOOK_NAMES = notebooks_with_sources()  # everything `make lessons` generates: the introduction, then the lessons
 NBGRADER_CONFIG = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -29,6 +33,16 @@ def read(path):
 
 def nbgrader_meta(cell):
     return cell.metadata.get("nbgrader", {})
+
+
+def exercises_of(name):
+    """The exercises of a generated notebook, by name: none for the ungraded introduction."""
+    return [exercise.name for exercise in LESSONS[name].exercises] if name in LESSONS else []
+
+
+def number_of(name):
+    """A notebook's place in the course: 0 for the introduction, N for lesson N."""
+    return int(name[:2])
 
 
 def the_cell(nb, grade_id):
@@ -99,6 +113,11 @@ def test_there_are_lessons():
     assert LESSON_NAMES, "no lesson has a source notebook in solutions/"
 
 
+def test_the_introduction_comes_first_and_is_no_lesson():
+    assert NOTEBOOK_NAMES[0] == INTRODUCTION, f"solutions/{INTRODUCTION}/{INTRODUCTION}.ipynb is missing"
+    assert INTRODUCTION not in LESSONS and number_of(INTRODUCTION) < min(map(number_of, LESSONS))
+
+
 def files_in(folder):
     """The files under `folder`, relative to it, less what Jupyter and Python leave (gitignored)."""
     return sorted(path.relative_to(folder) for path in folder.rglob("*") if path.is_file()
@@ -110,10 +129,10 @@ def folders_in(folder):
 
 
 def test_folders_hold_curriculum_lessons_only():
-    solutions = folders_in(REPO / "solutions")
-    assert solutions <= set(LESSONS), f"solutions/ has folders that are no lesson of curriculum.py: {solutions - set(LESSONS)}"
+    solutions, known = folders_in(REPO / "solutions"), set(LESSONS) | {INTRODUCTION}
+    assert solutions <= known, f"solutions/ has folders that are no lesson of curriculum.py: {solutions - known}"
     lessons = folders_in(REPO / "lessons")
-    assert lessons == set(LESSON_NAMES), "lessons/ must hold exactly the lessons generated from solutions/: run `make lessons`"
+    assert lessons == set(NOTEBOOK_NAMES), "lessons/ must hold exactly the notebooks generated from solutions/: run `make lessons`"
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +142,7 @@ def generated(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", LESSON_NAMES)
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_lessons_are_generated_from_solutions(name, generated):
     committed, fresh = REPO / "lessons" / name, generated / name
     files = files_in(fresh)
@@ -202,7 +221,23 @@ def test_solution_notebook_has_the_curriculum_cells(name):
     assert points == lesson.max_score, f"{name} is worth {points} points, curriculum.py says {lesson.max_score}"
 
 
-@pytest.mark.parametrize("name", LESSON_NAMES)
+def test_the_introduction_is_ungraded_and_lists_every_lesson():
+    nb = read(source_notebook(INTRODUCTION))
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        assert not (meta.get("solution") or meta.get("grade")), f"{INTRODUCTION} is not graded: cell {meta.get('grade_id')!r}"
+        for marker in (BEGIN_SOLUTION, BEGIN_HIDDEN, "check_hidden"):
+            assert marker not in cell.source, f"{INTRODUCTION} holds {marker!r}"
+    # Its list of lessons is prose: it must name every lesson of curriculum.py, in order.
+    prose = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    places = [prose.find(f"**{lesson.title}.**") for lesson in LESSONS.values()]
+    missing = [lesson.title for lesson, place in zip(LESSONS.values(), places) if place < 0]
+    assert not missing, f"{INTRODUCTION} does not describe the lessons {missing} (as **<title>.**)"
+    assert places == sorted(places), f"{INTRODUCTION} describes the lessons out of order"
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_solution_outputs_come_from_one_run_top_to_bottom(name):
     counts = [cell.execution_count for cell in read(source_notebook(name)).cells
               if cell.cell_type == "code" and cell.source.strip()]
@@ -211,18 +246,18 @@ def test_solution_outputs_come_from_one_run_top_to_bottom(name):
 
 
 @pytest.mark.parametrize("notebook", [source_notebook, lesson_notebook], ids=["solutions", "lessons"])
-@pytest.mark.parametrize("name", LESSON_NAMES)
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_no_reference_of_this_lesson_or_later(name, notebook):
     names, modules = reference_imports(read(notebook(name)))
     assert not modules, f"import names from autograder.reference, not the module ({modules}), so that this can be checked"
-    number = LESSONS[name].number
+    number = number_of(name)
     for imported in names:
         assert imported in EXERCISES, f"{name} imports `{imported}` from autograder.reference, which is no exercise"
         assert EXERCISES[imported].number < number, \
             f"{name} imports the reference `{imported}` of lesson {EXERCISES[imported].name}: only earlier lessons' are allowed"
 
 
-@pytest.mark.parametrize("name", LESSON_NAMES)
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_lesson_notebook_gives_nothing_away(name):
     path = lesson_notebook(name)
     text = path.read_text(encoding="utf-8")
@@ -232,22 +267,22 @@ def test_lesson_notebook_gives_nothing_away(name):
 
     lesson, source = read(path), read(source_notebook(name))
     stub = NBGRADER_CONFIG.ClearSolutions.code_stub["python"]
-    for exercise in LESSONS[name].exercises:
-        assert the_cell(lesson, exercise.name).source == expected_stub(the_cell(source, exercise.name).source, stub), \
-            f"lessons/{name}: the answer cell of {exercise.name} must be the solution cell with its solution replaced by the stub"
+    for exercise in exercises_of(name):
+        assert the_cell(lesson, exercise).source == expected_stub(the_cell(source, exercise).source, stub), \
+            f"lessons/{name}: the answer cell of {exercise} must be the solution cell with its solution replaced by the stub"
     for i, cell in enumerate(lesson.cells):
         if cell.cell_type == "code":
             assert not cell.outputs and cell.execution_count is None, f"lessons/{name}: cell {i} has outputs"
 
 
-@pytest.mark.parametrize("name", LESSON_NAMES)
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_lesson_runs_and_only_the_exercises_fail(name, jupyter_env):
     path = lesson_notebook(name)
     nb = read(path)
     NotebookClient(nb, timeout=NBGRADER_CONFIG.Execute.timeout, allow_errors=True,  # per cell, as autograding
                    resources={"metadata": {"path": str(path.parent)}}).execute()
 
-    exercises = [exercise.name for exercise in LESSONS[name].exercises]
+    exercises = exercises_of(name)
     failed = {}  # grade_id or cell index: exception name
     for i, cell in enumerate(nb.cells):
         for output in cell.get("outputs", []):
@@ -259,3 +294,48 @@ def test_lesson_runs_and_only_the_exercises_fail(name, jupyter_env):
     unexpected = {where: error for where, error in failed.items()
                   if not (owner_of_test(str(where), exercises) and error == "NotImplementedError")}
     assert not unexpected, f"lessons/{name}: cells that must run cleanly on the stubs failed: {unexpected}"
+
+
+# The pictures the lessons promise: the kind of plot (a matplotlib call in the cell that draws
+# it) and a word of its title, per lesson.
+PROMISED_PICTURES = {
+    "01_self_attention": [("imshow", "attention")],
+    "02_multi_head_attention": [("imshow", "head")],
+    "03_positional_encoding": [("imshow", "position")],
+    "04_encoder": [("plot", "accuracy")],
+    "05_decoder_masking": [("imshow", "mask")],
+    "06_full_model": [("plot", "loss"), ("plot", "learning rate")],
+}
+
+
+def pictures(nb):
+    """(cell source, decoded RGBA image) for every PNG output of a notebook."""
+    import base64
+    import io
+
+    import matplotlib.image
+
+    found = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png")
+            if png:
+                found.append((cell.source, matplotlib.image.imread(io.BytesIO(base64.b64decode(png)), format="png")))
+    return found
+
+
+@pytest.mark.parametrize("name", LESSON_NAMES)
+def test_every_lesson_draws_its_pictures_with_titles_and_labels(name):
+    drawn = pictures(read(source_notebook(name)))
+    assert len(drawn) >= 2, f"{name}: LESSONS.md asks for at least one picture; this lesson has {len(drawn)}"
+    for source, image in drawn:
+        height, width = image.shape[:2]
+        assert height >= 100 and width >= 200, f"{name}: a {width}x{height} picture is too small to read"
+        assert image[..., :3].std() > 0.05, f"{name}: a picture is (nearly) one colour:\n{source[:300]}"
+        assert "title(" in source or "set_title(" in source or "suptitle(" in source, \
+            f"{name}: a picture without a title:\n{source[:300]}"
+        assert "xlabel(" in source or "set_xlabel(" in source or "ticklabels(" in source, \
+            f"{name}: a picture without labelled axes:\n{source[:300]}"
+    for kind, word in PROMISED_PICTURES[name]:
+        assert any(f"{kind}(" in source and word in source.lower() for source, _ in drawn), \
+            f"{name}: no {kind} picture about {word!r}"

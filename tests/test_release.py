@@ -3,6 +3,8 @@
 For each lesson N, `make release` writes the student notebook, the public checks and the
 reference of lessons before N only (ARCHITECTURE.md). The grader's sandbox imports the same
 subset, so these tests also bound what a student's code can import while it is graded.
+Before the lessons comes 00_start_here/, the ungraded introduction: no reference at all, and
+the public checks of lesson 01 only, which its notebook demonstrates.
 """
 
 import subprocess
@@ -10,9 +12,10 @@ import sys
 
 import nbformat
 import pytest
+from nbclient import NotebookClient
 
-from autograder.curriculum import LESSONS
-from autograder.lessons import REPO, lessons_with_sources, source_notebook
+from autograder.curriculum import EXERCISES, INTRODUCTION, LESSONS
+from autograder.lessons import REPO, lessons_with_sources, notebooks_with_sources, source_notebook
 from autograder.release import build_release
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -46,7 +49,29 @@ def files_of(folder):
 
 def test_every_generated_lesson_is_released(release):
     dest, built = release
-    assert sorted(folder.name for folder in built) == lessons_with_sources()
+    assert [folder.name for folder in built] == notebooks_with_sources(), "the introduction first, then the lessons in order"
+    assert INTRODUCTION in notebooks_with_sources()
+
+
+def assert_no_solution_lines(texts, number, allowed=()):
+    """No text holds a solution line of lesson ``number`` or later, except lines the files ``allowed`` have too.
+
+    A line an earlier lesson's answer also has (an Encoder and a Decoder end alike) gives nothing away.
+    """
+    earlier = "\n".join((REPO / name).read_text() for name in allowed)
+    for later in LESSONS:
+        if LESSONS[later].number >= number and later in lessons_with_sources():
+            for line in solution_lines(later) - {l.strip() for l in earlier.splitlines()}:
+                leaks = [name for name, text in texts.items() if line in text]
+                assert not leaks, f"a solution line of {later} is in {leaks}: {line!r}"
+
+
+def texts_of(files):
+    """The bundle's text files, each checked for what must never be handed out."""
+    texts = {name: p.read_text(errors="replace") for name, p in files.items() if not name.endswith(".pt")}
+    for name, text in texts.items():
+        assert BEGIN not in text and "BEGIN HIDDEN TESTS" not in text and "check_hidden" not in text, name
+    return texts
 
 
 @pytest.mark.parametrize("lesson", lessons_with_sources())
@@ -62,16 +87,35 @@ def test_a_lesson_bundle_holds_only_what_its_students_may_see(release, lesson):
     assert references - {"autograder/reference/__init__.py"} == allowed
     data = {name for name in files if name.startswith("autograder/checks/data/")}
     assert data <= {f"autograder/checks/data/{other}.pt" for other in LESSONS if LESSONS[other].number <= number}
-    texts = {name: p.read_text(errors="replace") for name, p in files.items() if not name.endswith(".pt")}
-    for name, text in texts.items():
-        assert BEGIN not in text and "BEGIN HIDDEN TESTS" not in text and "check_hidden" not in text, name
-    # A line an earlier lesson's answer also has (an Encoder and a Decoder end alike) gives nothing away.
-    earlier = "\n".join((REPO / name).read_text() for name in allowed)
-    for later in LESSONS:
-        if LESSONS[later].number >= number and later in lessons_with_sources():
-            for line in solution_lines(later) - {l.strip() for l in earlier.splitlines()}:
-                leaks = [name for name, text in texts.items() if line in text]
-                assert not leaks, f"a solution line of {later} is in {leaks}: {line!r}"
+    assert_no_solution_lines(texts_of(files), number, allowed)
+
+
+def test_the_introduction_bundle_holds_no_reference(release):
+    dest, _ = release
+    files = files_of(dest / INTRODUCTION)
+    assert {f"{INTRODUCTION}.ipynb", "README.md", "requirements.txt", "environment.yml", "autograder/curriculum.py",
+            "autograder/checks/public.py"} <= set(files), sorted(files)
+    assert not any(name.startswith(("solutions/", "tests/", "autograder/reference/")) or "/hidden/" in name
+                   for name in files), sorted(files)
+    first = next(iter(LESSONS))  # its notebook shows what lesson 01's checks say, so it needs their data
+    assert {name for name in files if name.startswith("autograder/checks/data/")} == {f"autograder/checks/data/{first}.pt"}
+    assert not any(name.endswith(".ipynb") for name in files if name != f"{INTRODUCTION}.ipynb")
+    assert_no_solution_lines(texts_of(files), number=0)
+
+
+def test_the_introduction_runs_in_its_bundle(release, jupyter_env):
+    """Top to bottom without an error, importing the bundle's autograder, not this checkout's."""
+    dest, _ = release
+    folder = dest / INTRODUCTION
+    nb = nbformat.read(folder / f"{INTRODUCTION}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("import autograder\nprint(autograder.__file__)"))
+    NotebookClient(nb, timeout=120, allow_errors=True, resources={"metadata": {"path": str(folder)}}).execute()
+    errors = [(i, output.ename, output.evalue) for i, cell in enumerate(nb.cells)
+              for output in cell.get("outputs", []) if output.output_type == "error"]
+    assert not errors, errors
+    assert nb.cells[-1].outputs[0].text.strip() == str(folder / "autograder" / "__init__.py")
+    printed = "".join(output.get("text", "") for cell in nb.cells for output in cell.get("outputs", []))
+    assert "fails 5 of 5 public checks" in printed and "is not implemented yet" in printed
 
 
 @pytest.mark.parametrize("lesson", lessons_with_sources())
@@ -89,3 +133,14 @@ def test_a_bundle_runs_its_public_checks_on_its_own(release, lesson):
                            capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stderr
     assert '"score": 0' in check.stdout and "not implemented yet" in check.stdout
+
+
+def test_the_course_progress_table_works_from_a_bundle(release):
+    """A class's folders side by side: `python -m autograder check ..` from any bundle covers them all."""
+    dest, _ = release
+    run = subprocess.run([sys.executable, "-m", "autograder", "check", ".."], cwd=dest / next(iter(LESSONS)),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    for name in LESSONS:
+        assert any(line.startswith(name) and "✗" in line for line in run.stdout.splitlines()), run.stdout
+    assert f"0 of {len(EXERCISES)} exercises pass" in run.stdout, run.stdout

@@ -38,10 +38,10 @@ def source_of(obj):
 
 
 def forbidden_message(exercise, used):
-    names = ", ".join(used)
+    names = ", ".join(f"`{name}`" for name in used)
     return (
-        f"{exercise} uses {names}, which already does what this exercise asks you to build: "
-        "write it with basic tensor operations instead"
+        f"{exercise} calls PyTorch's built-in {names}, which already does what this exercise asks you "
+        "to build: write it with basic tensor operations instead"
     )
 
 

@@ -8,15 +8,19 @@ same way `python -m autograder check NOTEBOOK` checks one, and prints one line p
 exercise: passes or not, points, and why not.
 """
 
+import json
 import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..curriculum import LESSONS
-from .grade import NotebookGrade, grade
+from .grade import ExerciseGrade, NotebookGrade, grade
 from .notebook import SubmissionError
 
+PACKAGE = Path(__file__).resolve().parent.parent
 WHY_WIDTH = 96
 
 
@@ -46,9 +50,36 @@ def find_lesson_notebooks(folder):
     return found
 
 
+def _own_package(path):
+    """The folder of a release bundle holding ``path``'s lesson (its own autograder beside it), else None.
+
+    A bundle carries the public data of its lesson only (release.py), so a lesson found
+    in another bundle is checked by that bundle's autograder.
+    """
+    folder = Path(path).resolve().parent
+    package = folder / "autograder"
+    if (package / "__init__.py").is_file() and package != PACKAGE:
+        return folder
+    return None
+
+
+def _check_in_bundle(name, path, folder, hidden, step_timeout):
+    command = [sys.executable, "-m", "autograder", "grade" if hidden else "check", str(Path(path).resolve()),
+               "--json", "--lesson", name, "--timeout", str(step_timeout)]
+    run = subprocess.run(command, cwd=folder, capture_output=True, text=True)
+    if run.returncode != 0:
+        lines = run.stderr.strip().splitlines() or [f"exit code {run.returncode}"]
+        return LessonProgress(name, path, error=lines[-1])
+    exercises = {exercise: ExerciseGrade(**fields) for exercise, fields in json.loads(run.stdout).items()}
+    return LessonProgress(name, path, NotebookGrade(name, str(path), exercises))
+
+
 def _check_one(name, path, hidden, step_timeout):
     if path is None:
         return LessonProgress(name, None, error="no notebook found")
+    bundle = _own_package(path)
+    if bundle is not None:
+        return _check_in_bundle(name, path, bundle, hidden, step_timeout)
     try:
         return LessonProgress(name, path, grade(path, hidden=hidden, lesson_name=name, step_timeout=step_timeout))
     except SubmissionError as exc:
