@@ -124,3 +124,49 @@ def test_make_test_runs_the_tests_and_nbval():
                              capture_output=True, text=True, check=True).stdout
     assert re.search(r"pytest .*tests/", dry_run)
     assert re.search(r"pytest .*--nbval .*solutions/", dry_run)
+
+
+def test_make_lab_serves_the_first_lesson_and_prints_its_url(tmp_path):
+    """`make lab` as a student runs it: the printed link opens lesson 01, with a token."""
+    import os
+    import signal
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, BROWSER="true",  # no browser to open here: the link is what we follow
+               JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_DATA_DIR=str(tmp_path / "data"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    lab = subprocess.Popen(["make", "--no-print-directory", "lab", f"PORT={port}"], cwd=REPO, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        printed = []
+        for line in lab.stdout:
+            printed.append(line)
+            if "token=" in line:
+                break
+        url = next((line.strip() for line in printed if "token=" in line), None)
+        assert url, "".join(printed)
+        assert url.startswith(f"http://127.0.0.1:{port}/lab/tree/lessons/01_self_attention/01_self_attention.ipynb?token=")
+        token = url.split("token=")[1]
+        contents = f"http://127.0.0.1:{port}/api/contents/lessons/01_self_attention/01_self_attention.ipynb"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{contents}?token={token}&content=0", timeout=5) as answer:
+                    assert answer.status == 200
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                assert lab.poll() is None and time.monotonic() < deadline, "JupyterLab did not start"
+                time.sleep(0.5)
+        with urllib.request.urlopen(url, timeout=10) as page:
+            assert page.status == 200 and "JupyterLab" in page.read().decode()
+        with pytest.raises(urllib.error.HTTPError):  # and without the token, nothing
+            urllib.request.urlopen(contents, timeout=10)
+    finally:
+        os.killpg(lab.pid, signal.SIGTERM)
+        lab.wait(timeout=30)
