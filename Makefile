@@ -2,7 +2,7 @@
 #   make lab       open the first lesson in JupyterLab
 #   make test      run the project's tests and re-execute every solution notebook
 #   make lessons   regenerate lessons/ from solutions/ (after editing a solution notebook)
-#   make bench     lesson 06's training (3 seeds) and grading speed: nbgrader vs the trusted grader
+#   make bench     every speed figure in one table (BENCH=--quick); bench-grading: nbgrader vs the trusted grader
 #   make release   write release/<lesson>/: what a class receives for each lesson
 #   make autograde trusted scores for every submission in submitted/, into nbgrader's gradebook
 # Each target first makes the virtual environment (.venv) if it is missing or stale.
@@ -23,7 +23,7 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout 300
 
-.PHONY: help venv lab test lessons bench release autograde
+.PHONY: help venv lab test lessons bench bench-grading release autograde
 
 help:
 	@sed -n '2,8p' Makefile | sed 's/^# *//'
@@ -59,8 +59,15 @@ release: $(STAMP)
 autograde: $(STAMP)
 	$(BIN)/python -m autograder autograde $(LESSONS)
 
-# STUDENTS= sets the synthetic class's size for the grading benchmark (50 takes hours on 2 cores).
-STUDENTS ?= 50
+# nbval and grading seconds per notebook, lesson 06's training (3 seeds), reference vs torch.nn
+# speed, then one table of every figure. BENCH= passes options, e.g. BENCH="--quick" or
+# BENCH="--only nn" (python -m bench.all --help lists them).
+BENCH ?=
 bench: $(STAMP)
-	$(BIN)/python bench/reversal.py
+	$(BIN)/python -m bench.all $(BENCH)
+
+# Plain nbgrader autograde vs the trusted grader on a synthetic class. STUDENTS= sets its size
+# (50 takes hours on 2 cores).
+STUDENTS ?= 50
+bench-grading: $(STAMP)
 	$(BIN)/python bench/grading.py --students $(STUDENTS)

@@ -1,0 +1,67 @@
+"""Every benchmark of the course, then one table of every figure (`make bench`).
+
+    python -m bench.all                              everything (about 10 minutes on 2 idle cores)
+    python -m bench.all --quick                      1 grading run, 1 training seed, 7 rounds per ratio
+    python -m bench.all --only nn                    one section (or several: --only nbval grade)
+    python -m bench.all --only nn --threads 2 --rounds 41
+
+Sections: nbval (seconds per solution notebook, bench/notebooks.py), grade (the trusted
+grader on each solution notebook, bench/notebooks.py), reversal (lesson 06's training over
+three seeds, bench/reversal.py), nn (reference vs torch.nn speed, bench/nn_speed.py). Each
+prints its details as it goes; the summary table at the end has one row per figure.
+Nothing is asserted. The slow nbgrader-vs-trusted comparison is separate: bench/grading.py
+(`make bench-grading`).
+"""
+
+import argparse
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's autograder, installed or not
+
+from bench import nn_speed, notebooks, reversal  # noqa: E402
+from bench.report import load_text, machine, summary  # noqa: E402
+
+SECTIONS = ("nbval", "grade", "reversal", "nn")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench.all", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="SECTION",
+                        help=f"run only these sections: {', '.join(SECTIONS)}")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats everywhere (figures noisier)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="lesson 06 training runs (--quick: 0)")
+    notebooks.add_arguments(parser)
+    nn_speed.add_arguments(parser)
+    args = parser.parse_args(argv)
+    notebooks.quicken(args)
+    nn_speed.quicken(args)
+    if args.quick and args.seeds == [0, 1, 2]:
+        args.seeds = [0]
+
+    started = time.perf_counter()
+    print(f"Benchmarks {', '.join(args.only)}{' (quick)' if args.quick else ''}, "
+          f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {machine()}; {load_text()}")
+    found = []
+    for section in SECTIONS:
+        if section not in args.only:
+            continue
+        print(f"\n=== {section} " + "=" * 60)
+        if section == "nbval":
+            found += notebooks.run_nbval()
+        elif section == "grade":
+            found += notebooks.run_grade(args.runs)
+        elif section == "reversal":
+            found += reversal.rows(reversal.train_seeds(args.seeds))
+        else:
+            found += nn_speed.run(args)
+    minutes = (time.perf_counter() - started) / 60
+    print("\n=== summary " + "=" * 60)
+    print(f"{machine()}; {load_text()} at the end; {minutes:.1f} min in all")
+    print(summary(found))
+
+
+if __name__ == "__main__":
+    main()
