@@ -7,6 +7,7 @@ Before the lessons comes 00_start_here/, the ungraded introduction: no reference
 the public checks of lesson 01 only, which its notebook demonstrates.
 """
 
+import shutil
 import subprocess
 import sys
 
@@ -135,12 +136,19 @@ def test_a_bundle_runs_its_public_checks_on_its_own(release, lesson):
     assert '"score": 0' in check.stdout and "not implemented yet" in check.stdout
 
 
-def test_the_course_progress_table_works_from_a_bundle(release):
-    """A class's folders side by side: `python -m autograder check ..` from any bundle covers them all."""
+def test_the_course_progress_table_works_from_a_bundle(release, tmp_path):
+    """A class's folders side by side: `python -m autograder check ..` from one bundle covers them all,
+    each lesson checked with its own bundle's data (a bundle holds no later lesson's)."""
     dest, _ = release
-    run = subprocess.run([sys.executable, "-m", "autograder", "check", ".."], cwd=dest / next(iter(LESSONS)),
+    first, second = list(LESSONS)[:2]  # two bundles are enough, and keep this test short
+    for name in (first, second):
+        shutil.copytree(dest / name, tmp_path / name)
+    run = subprocess.run([sys.executable, "-m", "autograder", "check", ".."], cwd=tmp_path / first,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    for name in LESSONS:
-        assert any(line.startswith(name) and "✗" in line for line in run.stdout.splitlines()), run.stdout
+    lines = run.stdout.splitlines()
+    for name in (first, second):
+        assert any(line.startswith(name) and "✗" in line and "not implemented" in line for line in lines), run.stdout
+    assert all(any(line.startswith(name) and "no notebook found" in line for line in lines)
+               for name in list(LESSONS)[2:]), run.stdout
     assert f"0 of {len(EXERCISES)} exercises pass" in run.stdout, run.stdout

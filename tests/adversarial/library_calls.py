@@ -8,8 +8,8 @@ switched off in the child) has to catch what a name doesn't show.
 
 from . import SA, SDPA, SWITCHED_OFF, WRONG_SDPA, answer, case, code, lesson_notebook, self_attention, write
 
-USES_SDPA = "uses scaled_dot_product_attention"
-USES_MHA = "uses MultiheadAttention"
+USES_SDPA = "built-in `scaled_dot_product_attention`"
+USES_MHA = "built-in `MultiheadAttention`"
 
 
 def _sdpa_with(fetch, imports=""):
