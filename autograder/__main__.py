@@ -41,7 +41,8 @@ def _autograde(args):
     except Exception as exc:  # nbgrader's MissingEntry: the assignment is not in the gradebook yet
         if exc.__class__.__name__ != "MissingEntry":
             raise
-        print(f"error: {exc}; run `nbgrader generate_assignment` (or `nbgrader db assignment add`) first", file=sys.stderr)
+        print(f"error: {exc}; register the lesson and its graded cells first: "
+              "`nbgrader generate_assignment --force LESSON` (docs/instructors.md, Generate)", file=sys.stderr)
         return 2
     print(summary_table(results))
     return 0

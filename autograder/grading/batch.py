@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..curriculum import LESSONS
+from ..lessons import scripts_on_path
 from .grade import SubmissionError, grade
 
 LOCK_NAME = ".autograder.lock"
@@ -141,7 +142,9 @@ def autograde(root, lessons=None, students=None, jobs=None, step_timeout=60.0, p
     root = Path(root).resolve()
     db_url, course_id = course_settings(root)
     results = []
-    with course_lock(root):
+    # nbgrader creates a new gradebook by running `alembic`, found on PATH: this Python's, even
+    # when its environment is not activated.
+    with course_lock(root), scripts_on_path():
         submissions = find_submissions(root, lessons, students)
         with Gradebook(db_url, course_id) as gradebook:
             for name in {lesson for _, lesson, _ in submissions}:

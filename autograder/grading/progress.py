@@ -141,6 +141,9 @@ def progress_table(results, kind="public"):
     lines.append(rule)
     lines.append(f"{'course':<{widths[0]}}  {f'{passed} of {total} exercises pass':<{widths[1]}}  "
                  f"{f'{score:g} / {maximum:g}':>{widths[2]}}")
-    lines.append(f"({kind} checks on the saved notebooks: save in JupyterLab first. "
-                 "For every failed check of one lesson: python -m autograder check NOTEBOOK)")
+    if kind == "hidden":
+        lines.append("(hidden checks. For every failed check of one lesson: python -m autograder grade NOTEBOOK)")
+    else:
+        lines.append("(public checks on the saved notebooks: save in JupyterLab first. "
+                     "For every failed check of one lesson: python -m autograder check NOTEBOOK)")
     return "\n".join(lines)
