@@ -22,7 +22,10 @@ import torch
 
 from ..release import REPO, write_student_package
 
-MEMORY_LIMIT_BYTES = 8 * 2**30  # address space; torch alone maps about 1.5 GiB
+# Memory the child may allocate (RLIMIT_DATA: heap and private writable mappings, which is
+# where tensors live). Not RLIMIT_AS, the address space: CUDA reserves tens of GiB of address
+# space it never writes, and would fail to start under an address-space limit.
+MEMORY_LIMIT_BYTES = 8 * 2**30
 OUTPUT_LIMIT_BYTES = 64 * 2**20  # largest file the child may write (its stdout included)
 
 
@@ -37,7 +40,7 @@ class SandboxOutcome:
 def _limit_resources():
     import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
