@@ -7,12 +7,13 @@ then does what a student does:
 
 1. opens lesson 01 and waits for its kernel;
 2. runs all cells, and the first exercise's check fails with the check's own message;
-3. asks nbgrader's Validate button, which says the notebook fails its tests;
+3. presses nbgrader's Validate button, which says the notebook fails its tests;
 4. types a wrong answer (no 1/sqrt(d_k)) into the answer cell, runs it and its check,
    and the check names the mistake;
 5. types correct answers to both exercises, runs all cells again: both checks pass and
    the lesson's pictures are drawn;
-6. saves and validates again, and Validate says the notebook passes.
+6. validates again, and Validate (which saves first) says the notebook passes, and the
+   notebook on disk holds the answers.
 
 A screenshot of every step is saved in artifacts/browser/ (or $BROWSER_ARTIFACTS).
 
@@ -222,9 +223,7 @@ def run_cell_and_next(page, cell):
 
 
 def validate(page):
-    """Press nbgrader's Validate button; return the text of the dialog it opens, then close it."""
-    page.keyboard.press("Control+s")
-    expect(page.locator(".jp-Notebook-toolbar, .jp-NotebookPanel-toolbar").first).to_be_visible()
+    """Press nbgrader's Validate button (it saves the notebook first); return its dialog's text."""
     page.get_by_role("button", name="Validate").click()
     dialog = page.locator(".jp-Dialog-content")
     expect(dialog).to_be_visible(timeout=VALIDATE_MS)

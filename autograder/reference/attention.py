@@ -22,11 +22,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
         else:
             scores = scores + attn_mask
     # A softmax over no keys at all is 0/0 = NaN; give such rows zero weight instead,
-    # and keep -inf out of the softmax so that gradients stay finite too. Such rows are
-    # rare, and the two fills copy a full (..., L, S) tensor each (forward and backward),
-    # so they run only when a row needs them: the results are the same to the bit.
-    blocked = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., L, 1)
-    if not blocked.any():
+    # and keep -inf out of the softmax so that gradients stay finite too. Only a mask blocks
+    # a whole row, and rarely; the two fills copy a full (..., L, S) tensor each (forward and
+    # backward), so they run only when a row needs them: the results are the same to the bit.
+    blocked = None if attn_mask is None else torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., L, 1)
+    if blocked is None or not blocked.any():
         weights = torch.softmax(scores, dim=-1)  # (..., L, S)
     else:
         weights = torch.softmax(scores.masked_fill(blocked, 0.0), dim=-1)  # (..., L, S)
