@@ -85,7 +85,17 @@ def generate(output, root=REPO):
         for name in names:
             shutil.rmtree(output / name, ignore_errors=True)
             shutil.copytree(course / "lessons" / name, output / name)
+            _drop_widget_state(output / name / f"{name}.ipynb")
     return names
+
+
+def _drop_widget_state(path):
+    """Remove the saved state of the solution run's widgets (tqdm's bars): a lesson has no outputs to show them."""
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    if notebook.metadata.pop("widgets", None) is not None:
+        nbformat.write(notebook, path)
 
 
 def has_been_run(notebook_path):

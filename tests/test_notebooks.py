@@ -339,3 +339,11 @@ def test_every_lesson_draws_its_pictures_with_titles_and_labels(name):
     for kind, word in PROMISED_PICTURES[name]:
         assert any(f"{kind}(" in source and word in source.lower() for source, _ in drawn), \
             f"{name}: no {kind} picture about {word!r}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_lessons_carry_no_state_of_the_solution_run(name):
+    """No widget state (the solution run's progress bars), no outputs, no execution counts."""
+    nb = read(lesson_notebook(name))
+    assert "widgets" not in nb.metadata, f"{name}: widget state of the solution run was handed out"
+    assert not any(cell.get("outputs") or cell.get("execution_count") for cell in nb.cells if cell.cell_type == "code")

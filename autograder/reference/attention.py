@@ -15,7 +15,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
     A query row whose keys are all blocked attends to nothing: zero weights, zero output.
     """
     d_k = query.size(-1)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., L, S)
+    # Q K^T / sqrt(d_k), with the scale applied to Q: the same product, one (..., L, E) division
+    # instead of an (..., L, S) one, as PyTorch's own attention does it.
+    scores = (query / math.sqrt(d_k)) @ key.transpose(-2, -1)  # (..., L, S)
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             scores = scores.masked_fill(attn_mask, float("-inf"))
