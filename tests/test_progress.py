@@ -124,5 +124,8 @@ def test_an_unreadable_notebook_costs_its_lesson_only():
         LessonProgress("04_encoder", Path("y.ipynb"), NotebookGrade("04_encoder", "y.ipynb", grades)),
     ])
     assert "not a notebook" in table
+    lines = table.splitlines()
+    assert lines[lines.index(next(line for line in lines if line.startswith("04_encoder"))) - 1] == "", \
+        "each lesson after the first starts after a blank line"
     assert "3 of 8 exercises pass" in table
     assert f"10 / {lesson.max_score + LESSONS['04_encoder'].max_score:g}" in table

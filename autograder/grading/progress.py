@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,12 +98,9 @@ def course_progress(folder, hidden=False, jobs=None, step_timeout=60.0, progress
     # Each check runs its notebook in a child process of its own, so threads are enough here.
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(_check_one, name, path, hidden, step_timeout) for name, path in notebooks.items()]
-        with tqdm(total=len(futures), desc="checking", unit="lesson", disable=not progress) as bar:
-            results = []
-            for future in futures:
-                results.append(future.result())
-                bar.update()
-    return results
+        for _ in tqdm(as_completed(futures), total=len(futures), desc="checking", unit="lesson", disable=not progress):
+            pass
+    return [future.result() for future in futures]  # in the course's order
 
 
 def why(messages):
@@ -116,7 +113,7 @@ def why(messages):
 
 
 def progress_table(results, kind="public"):
-    """The results as text: a line per exercise, a total per lesson and for the course."""
+    """The results as text: a line per exercise (or per lesson that could not be checked), then the course's total."""
     rows = []
     for result in results:
         if result.grade is None:
@@ -133,7 +130,7 @@ def progress_table(results, kind="public"):
     widths = [max(len(row[i]) for row in rows + [header]) for i in range(3)]
     lines = [f"{header[0]:<{widths[0]}}  {header[1]:<{widths[1]}}  {header[2]:>{widths[2]}}     {header[4]}"]
     for lesson, name, points, mark, reason in rows:
-        if lesson and len(lines) > 2:
+        if lesson and len(lines) > 1:  # a blank line before each lesson but the first
             lines.append("")
         lines.append(f"{lesson:<{widths[0]}}  {name:<{widths[1]}}  {points:>{widths[2]}}  {mark}  {reason}".rstrip())
     rule = "-" * max(len(line) for line in lines)
