@@ -36,6 +36,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.nbcells import cell_with_id, solution_code
+
 REPO = Path(__file__).resolve().parent.parent
 LESSON = "01_self_attention"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -242,14 +244,7 @@ def close_dialog(page):
 def solution_sources():
     """The solution cells of lesson 01 as a student who solved them would have them."""
     notebook = nbformat.read(REPO / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
-    sources = {}
-    for cell in notebook.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            lines = [line for line in cell.source.splitlines() if "### BEGIN SOLUTION" not in line
-                     and "### END SOLUTION" not in line]
-            sources[meta["grade_id"]] = "\n".join(lines)
-    return sources
+    return {name: solution_code(cell_with_id(notebook, name).source) for name in (SDPA, "SelfAttention")}
 
 
 SDPA = "scaled_dot_product_attention"

@@ -19,6 +19,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.curriculum import LESSONS
 from autograder.lessons import IGNORED, REPO, source_notebook
+from tests.nbcells import cell_with_id, solution_code
 
 LESSON = LESSONS["01_self_attention"]
 NOTEBOOK = f"{LESSON.name}.ipynb"
@@ -47,17 +48,6 @@ STUDENTS = {
            {"test_scaled_dot_product_attention": LESSON.exercise("scaled_dot_product_attention").points,
             "test_SelfAttention": 0}),
 }
-
-
-def solution_code(source):
-    """An answer cell as a student who solved it would leave it: the solution, unmarked."""
-    return "\n".join(line for line in source.splitlines()
-                     if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
-
-
-def cell_with_id(nb, grade_id):
-    (cell,) = [cell for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
-    return cell
 
 
 def submission(release, source, student):

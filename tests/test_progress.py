@@ -13,6 +13,7 @@ from autograder.curriculum import LESSONS
 from autograder.grading.grade import ExerciseGrade, NotebookGrade
 from autograder.grading.progress import LessonProgress, find_lesson_notebooks, progress_table, why
 from tests.bug_catalog import all_bugs
+from tests.nbcells import cell_with_id
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -23,9 +24,7 @@ def _bug(exercise, title):
 
 def _replace_answer(path, grade_id, source):
     notebook = nbformat.read(path, as_version=4)
-    cells = [cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
-    assert len(cells) == 1
-    cells[0].source = source.strip()
+    cell_with_id(notebook, grade_id).source = source.strip()
     nbformat.write(notebook, path)
 
 

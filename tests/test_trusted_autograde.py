@@ -23,6 +23,7 @@ import pytest
 from autograder.curriculum import LESSONS
 from autograder.grading.batch import course_lock
 from autograder.lessons import IGNORED, REPO, source_notebook
+from tests.nbcells import cell_with_id, solution_code
 
 LESSON = LESSONS["01_self_attention"]
 NOTEBOOK = f"{LESSON.name}.ipynb"
@@ -50,15 +51,6 @@ STUDENTS = {  # student: (notebook's answers, trusted score per exercise)
 }
 
 
-def _answer(source):
-    return "\n".join(l for l in source.splitlines() if "### BEGIN SOLUTION" not in l and "### END SOLUTION" not in l)
-
-
-def _cell(nb, grade_id):
-    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
-    return cell
-
-
 def _digest(root):
     return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((root / "submitted").rglob("*")) if p.is_file()}
 
@@ -84,9 +76,9 @@ def course(tmp_path_factory, jupyter_env):
         nb = nbformat.from_dict(release)
         if kind in ("solution", "faker"):
             for name in POINTS:
-                _cell(nb, name).source = _answer(_cell(source, name).source)
+                cell_with_id(nb, name).source = solution_code(cell_with_id(source, name).source)
         if kind == "faker":
-            _cell(nb, "scaled_dot_product_attention").source = FAKER
+            cell_with_id(nb, "scaled_dot_product_attention").source = FAKER
         path = root / "submitted" / student / LESSON.name / NOTEBOOK
         path.parent.mkdir(parents=True)
         nbformat.write(nb, path)
