@@ -196,15 +196,59 @@ def output_of(cell):
     return cell.locator(".jp-OutputArea").inner_text()
 
 
-def run_all(page):
-    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
-    page.locator("li[data-command='runmenu:run-all']").click()
+def run_all(page, attempts=3):
+    """Run > Run All Cells, as a student would, until the first code cell reaches the kernel.
+
+    A CI run once clicked the menu and nothing ran: the first cell kept its "[ ]:" prompt
+    for 180 s. So the notebook is focused first (the menu acts on the current widget), the
+    menu item must be enabled, and a click that starts nothing is reported and repeated.
+    """
+    first_prompt = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").first
+    before = first_prompt.inner_text()
+    for attempt in range(1, attempts + 1):
+        page.locator(".jp-Notebook .jp-Cell").first.click()  # make the notebook the current widget
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+        item = page.locator("li[data-command='runmenu:run-all']")
+        expect(item).not_to_have_class(re.compile(r"lm-mod-disabled"))
+        item.click()
+        # "[ ]:" or "[n]:" before; "[*]:" once queued, then a higher number. A run that
+        # never reached the kernel leaves the prompt as it was.
+        try:
+            expect(first_prompt).not_to_have_text(before, timeout=20_000 * attempt)
+            return
+        except AssertionError:
+            screenshot(page, f"run_all_attempt_{attempt}_started_nothing")
+    pytest.fail(f"Run > Run All Cells started nothing in {attempts} tries: the first code cell's "
+                f"prompt stayed {before!r} (screenshots in {ARTIFACTS})")
 
 
 def wait_until_idle(page, timeout):
-    """Wait for the kernel to go busy and come back idle (the status bar's indicator)."""
+    """Wait for the kernel to come back idle (the notebook toolbar's execution indicator)."""
     indicator = page.locator(".jp-Notebook-ExecutionIndicator")
     expect(indicator).to_have_attribute("data-status", "idle", timeout=timeout)
+
+
+def wait_for_kernel(lab, page, timeout_ms):
+    """Wait until the lesson's kernel has started, as the server sees it, and the page is idle.
+
+    The page alone can't tell: JupyterLab draws the execution indicator as "idle" before it
+    has asked for a kernel, and Run All with no kernel yet clears the cells and runs nothing.
+    On a busy machine that gap lasts seconds (a CI run once lost both exercises' steps to it).
+    """
+    base, token = lab
+    deadline = time.monotonic() + timeout_ms / 1000
+    states = []
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{base}/api/sessions?token={token}", timeout=10) as response:
+            sessions = json.load(response)
+        states = [session["kernel"]["execution_state"] for session in sessions
+                  if session["path"].endswith(f"{LESSON}.ipynb") and session.get("kernel")]
+        if "idle" in states:
+            wait_until_idle(page, timeout_ms)
+            return
+        time.sleep(0.25)
+    pytest.fail(f"the lesson's kernel did not start within {timeout_ms / 1000:.0f} s "
+                f"(the server's sessions for it: {states or 'none'})")
 
 
 def type_into(page, cell, source):
@@ -256,9 +300,9 @@ SELF_ATTENTION_CHECK = 'check("SelfAttention", SelfAttention)'
 # The steps share one page and run in order, as a student's session does.
 
 
-def test_lesson_opens_with_a_running_kernel(page):
+def test_lesson_opens_with_a_running_kernel(page, lab):
     expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=KERNEL_START_MS)
-    wait_until_idle(page, KERNEL_START_MS)
+    wait_for_kernel(lab, page, KERNEL_START_MS)
     expect(page.get_by_role("button", name="Validate")).to_be_visible()
     expect(page.locator(".jp-Notebook")).to_contain_text("Self-attention")
     screenshot(page, "1_opened")
