@@ -44,10 +44,10 @@ lab: $(STAMP)
 	JUPYTER_TOKEN=$$token $(BIN)/jupyter lab "$(LESSON)" --ServerApp.root_dir="$(CURDIR)" \
 	    --ServerApp.port=$(PORT) --ServerApp.port_retries=0 --ServerApp.log_level=WARN $(AS_ROOT)
 
-# One test file (or notebook) per core at a time; the tests' tiny tensors run fastest on one thread.
+# One test file (or notebook) per core at a time, the longest first (tests/conftest.py); the
+# tests' tiny tensors run fastest on one thread.
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n auto --dist loadfile tests/
-	$(BIN)/python -m pytest -n auto --dist loadfile $(NBVAL) solutions/
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder $(NBVAL) tests/ solutions/
 
 lessons: $(STAMP)
 	$(BIN)/python -m autograder.lessons

@@ -92,21 +92,29 @@ def exported(root, run):
         return {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)}
 
 
-def test_nbgrader_alone_can_be_faked_and_the_trusted_grade_cannot(course):
+@pytest.fixture(scope="module")
+def graded(course):
+    """The class after nbgrader's autograde and then one trusted run: (nbgrader's grades, the run's output, digest before)."""
     root, run = course
-    assert exported(root, run)["eve"] == LESSON.max_score, "nbgrader's in-kernel tests were expected to be fooled"
+    by_nbgrader = exported(root, run)
     before = _digest(root)
     output = run("autograder", "autograde", LESSON.name).stdout
+    return by_nbgrader, output, before
+
+
+def test_nbgrader_alone_can_be_faked_and_the_trusted_grade_cannot(course, graded):
+    root, run = course
+    by_nbgrader, output, before = graded
+    assert by_nbgrader["eve"] == LESSON.max_score, "nbgrader's in-kernel tests were expected to be fooled"
     assert "3 submission(s) graded" in output and "lost: scaled_dot_product_attention" in output
     assert exported(root, run) == {s: float(sum(scores.values())) for s, (_, scores) in STUDENTS.items()}
     assert _digest(root) == before, "grading must not change a submitted file"
 
 
-def test_each_exercise_lands_on_its_test_cell_with_the_messages_as_comment(course):
+def test_each_exercise_lands_on_its_test_cell_with_the_messages_as_comment(course, graded):
     from nbgrader.api import Gradebook
 
-    root, run = course
-    run("autograder", "autograde", LESSON.name)
+    root, _ = course
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "transformers-from-scratch") as gradebook:
         for student, (_, scores) in STUDENTS.items():
             for name, points in scores.items():
@@ -116,7 +124,7 @@ def test_each_exercise_lands_on_its_test_cell_with_the_messages_as_comment(cours
         assert "not scaled" in comment.auto_comment
 
 
-def test_regrading_is_idempotent_and_keeps_manual_scores(course):
+def test_regrading_is_idempotent_and_keeps_manual_scores(course, graded):
     from nbgrader.api import Gradebook
 
     root, run = course
@@ -126,8 +134,7 @@ def test_regrading_is_idempotent_and_keeps_manual_scores(course):
         grade.manual_score = 1.0  # the instructor overrides one score by hand
         gradebook.db.commit()
     first = exported(root, run)
-    run("autograder", "autograde", LESSON.name)
-    run("autograder", "autograde", LESSON.name)
+    run("autograder", "autograde", LESSON.name)  # the second trusted run over the same submissions
     assert exported(root, run) == first
     with Gradebook(url, "transformers-from-scratch") as gradebook:
         grade = gradebook.find_grade("test_SelfAttention", LESSON.name, LESSON.name, "ada")
@@ -144,10 +151,9 @@ def test_a_second_run_at_once_is_refused(course):
     assert "another grading run" in result.stderr and result.stderr.count("\n") == 1
 
 
-def test_a_run_killed_midway_leaves_the_gradebook_consistent(course, jupyter_env):
+def test_a_run_killed_midway_leaves_the_gradebook_consistent(course, graded, jupyter_env):
     root, run = course
-    run("autograder", "autograde", LESSON.name)
-    expected = exported(root, run)
+    expected = exported(root, run)  # the trusted grades
     db = sqlite3.connect(root / "gradebook.db")
     db.execute("UPDATE grade SET auto_score = NULL")  # as if never graded
     db.commit()
