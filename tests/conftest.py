@@ -47,3 +47,22 @@ def pytest_collection_modifyitems(config, items):
     """Put the longest files first (see LONGEST_FIRST); the rest keep pytest's order after them."""
     rank = {name: i for i, name in enumerate(sorted(LONGEST_FIRST, key=LONGEST_FIRST.get, reverse=True))}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
+
+
+# A module marked `steps` is one story told in order (tests/test_browser.py: a student's
+# session on one page). Once a step fails, the later ones would fail for that reason alone,
+# with messages about the wrong thing; they are reported as xfail, naming the failed step.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and item.get_closest_marker("steps") is not None:
+        _FAILED_STEP.setdefault(item.path, item.name)
+    return report
+
+
+_FAILED_STEP = {}  # test file: its first failed step
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("steps") is not None and item.path in _FAILED_STEP:
+        pytest.xfail(f"not run: the earlier step {_FAILED_STEP[item.path]} failed, and this one builds on it")

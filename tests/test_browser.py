@@ -15,7 +15,8 @@ then does what a student does:
 6. validates again, and Validate (which saves first) says the notebook passes, and the
    notebook on disk holds the answers.
 
-A screenshot of every step is saved in artifacts/browser/ (or $BROWSER_ARTIFACTS).
+A screenshot of every step is saved in artifacts/browser/ (or $BROWSER_ARTIFACTS). The steps
+share one page; after a failed step the later ones are reported as xfail (tests/conftest.py).
 
 Without Chromium or Playwright the tests skip, except under CI (CI=true), where .ci/run
 installs both and a missing browser is a failure.
@@ -59,7 +60,7 @@ if _missing:
                            "`.ci/run` installs chromium (apt-get) and requirements.txt has playwright")
     pytest.skip(f"no {' and '.join(_missing)} on this machine (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.steps]
 
 # Generous waits: the machine may be busy with the other half of the test suite.
 KERNEL_START_MS = 90_000
