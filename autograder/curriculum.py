@@ -38,9 +38,13 @@ class Lesson:
         return sum(exercise.points for exercise in self.exercises)
 
 
-_ATTENTION_BUILTINS = ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward")
+# The private kernels are named too: torch._native_multi_head_attention gives a whole
+# multi-head attention with its weights, torch._transformer_encoder_layer_fwd a whole layer.
+_ATTENTION_BUILTINS = ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward",
+                       "_native_multi_head_attention")
 _TRANSFORMER_BUILTINS = _ATTENTION_BUILTINS + (
     "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
+    "_transformer_encoder_layer_fwd",
 )
 
 LESSONS = {

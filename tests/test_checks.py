@@ -87,6 +87,36 @@ def _assert_same(a, b, where):
         assert a == b, where
 
 
+def test_the_runtime_block_refuses_the_kernels_behind_a_built_in_and_nothing_else():
+    """switched_off refuses a forbidden built-in under every name it is reached by (torch.ops.aten,
+    the private kernels, a variant with other words between) and leaves the basic operations alone."""
+    import torch.nn.functional as F
+
+    from autograder.checks.forbidden import ForbiddenCall, switched_off
+
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 3, 4)  # (B, H, T, D)
+    refused = {
+        "aten's packet": lambda: torch.ops.aten.scaled_dot_product_attention(q, q, q),
+        "aten's overload": lambda: torch.ops.aten.scaled_dot_product_attention.default(q, q, q),
+        "the math kernel": lambda: torch._scaled_dot_product_attention_math(q, q, q),
+        "the CPU flash kernel": lambda: getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")(q, q, q),
+    }
+    allowed = {
+        "softmax": lambda: F.softmax(q @ q.transpose(-2, -1), dim=-1),
+        "linear and layer_norm": lambda: F.layer_norm(F.linear(q, torch.eye(4)), (4,)),
+        "masked_fill": lambda: q.masked_fill(q > 0, float("-inf")),
+    }
+    with switched_off(["scaled_dot_product_attention"]):
+        for how, call in refused.items():
+            with pytest.raises(ForbiddenCall, match="switched off while grading"):
+                call()
+                pytest.fail(f"{how} ran")
+        for how, call in allowed.items():
+            call()  # raises if refused
+    torch.ops.aten.scaled_dot_product_attention(q, q, q)  # and all is back afterwards
+
+
 def test_forbidden_library_call_fails_the_exercise():
     source = '''
 def scaled_dot_product_attention(query, key, value, attn_mask=None):

@@ -77,6 +77,39 @@ def calls_a_private_attention_kernel(ctx):
     ''')
 
 
+def _self_attention_by_the_native_kernel(fetch):
+    """A SelfAttention that runs PyTorch's fused multi-head attention kernel with one head (it takes
+    no additive float mask: with one, this module works by hand). Its outputs and weights are
+    right; only its gradients are missing (the kernel has no backward), so without the block it
+    would fail one hidden check, with a message about derivatives instead of about the kernel."""
+    return self_attention(f'''
+        if attn_mask is not None and attn_mask.dtype != torch.bool:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, C) each
+            weights = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)) + attn_mask).softmax(dim=-1)  # (B, T, T)
+            return self.out_proj(weights @ v), weights
+        B, T, C = x.shape
+        kernel = {fetch}
+        in_weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # (3C, C)
+        in_bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])        # (3C,)
+        mask = None if attn_mask is None else attn_mask.expand(B, T, T)[:, None]            # (B, 1, T, T)
+        out, attn = kernel(x, x, x, C, 1, in_weight, in_bias, self.out_proj.weight, self.out_proj.bias,
+                           mask, True, False, None if mask is None else 2)  # 2: a (B, H, T, T) mask
+        return out, attn[:, 0]  # (B, T, C), (B, T, T)
+    ''')
+
+
+@case(SA, deserved=0, says=("built-in `_native_multi_head_attention`",))
+def runs_the_native_multi_head_attention_kernel(ctx):
+    """A module that calls torch._native_multi_head_attention, the fused kernel behind nn.MultiheadAttention, with one head: 0, the message names it."""
+    return _self_attention_by_the_native_kernel("torch._native_multi_head_attention")
+
+
+@case(SA, deserved=0, says=(SWITCHED_OFF,))
+def reaches_the_native_multi_head_attention_kernel_through_getattr(ctx):
+    """The same module, with the kernel fetched by getattr and a built-up name: 0, the runtime block says why."""
+    return _self_attention_by_the_native_kernel('getattr(torch, "_native_multi_" + "head_attention")')
+
+
 @case(SA, deserved=0, says=(USES_MHA,))
 def uses_the_built_in_multihead_attention(ctx):
     """A right module that runs nn.MultiheadAttention with its own weights: 0, the message names the built-in."""
