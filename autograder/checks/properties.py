@@ -35,6 +35,22 @@ def weights_sum_to_one(index=1):
     return check
 
 
+def weights_follow_the_scores(index=1):
+    """Every query giving every key the same weight 1/S means the scores never reached the softmax."""
+
+    def check(probe, outputs):
+        weights = _weights(outputs, index)
+        if weights is None or weights.dim() < 2 or weights.size(-1) < 2 or weights.numel() == 0:
+            return None
+        weights = weights.double()
+        if torch.allclose(weights, torch.full_like(weights, 1 / weights.size(-1)), rtol=0, atol=1e-6):
+            return ("every key gets the same weight 1/S for every query, so the weights ignore the scores: "
+                    "take the softmax of the scores q @ k^T / sqrt(d_k), not of a constant")
+        return None
+
+    return check
+
+
 def blocked_keys_get_zero_weight(mask_name, mask_position, index=1):
     def check(probe, outputs):
         weights, mask = _weights(outputs, index), _argument(probe, mask_name, mask_position)
@@ -227,15 +243,16 @@ def future_stays_hidden(hint):
 
 
 PROPERTIES = {
-    "scaled_dot_product_attention": (weights_sum_to_one(), blocked_keys_get_zero_weight("attn_mask", 3)),
-    "SelfAttention": (weights_sum_to_one(), blocked_keys_get_zero_weight("attn_mask", 1)),
+    "scaled_dot_product_attention": (weights_sum_to_one(), weights_follow_the_scores(),
+                                     blocked_keys_get_zero_weight("attn_mask", 3)),
+    "SelfAttention": (weights_sum_to_one(), weights_follow_the_scores(), blocked_keys_get_zero_weight("attn_mask", 1)),
     "split_heads": (rearranges_input(
         "the result holds the right values in the wrong places: head h of token t should be "
         "x[b, t, h*D:(h+1)*D], so reshape to (B, T, H, D), then transpose(1, 2)"),),
     "merge_heads": (rearranges_input(
         "the result holds the right values in the wrong places: out[b, t, h*D:(h+1)*D] should be x[b, h, t], so "
         "transpose(1, 2) back to (B, T, H, D), then reshape to (B, T, H*D)"),),
-    "MultiHeadAttention": (weights_sum_to_one(), blocked_keys_get_zero_weight("attn_mask", 4),
+    "MultiHeadAttention": (weights_sum_to_one(), weights_follow_the_scores(), blocked_keys_get_zero_weight("attn_mask", 4),
                            padded_keys_get_zero_weight("key_padding_mask", 3)),
     "sinusoidal_positional_encoding": (sin_cos_pairs(), starts_at_position_zero()),
     "PositionalEncoding": (adds_table_rows(

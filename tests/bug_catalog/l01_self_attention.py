@@ -11,6 +11,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
     weights = torch.softmax(scores, dim=-1)
     return weights @ value, weights
 ''', names="not scaled"),
+    Bug("scaled_dot_product_attention", "placeholder weights that ignore the scores", '''
+def scaled_dot_product_attention(query, key, value, attn_mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    weights = torch.full_like(scores, 1 / key.size(-2))  # TODO: the softmax
+    return weights @ value, weights
+''', names="ignore the scores"),
     Bug("scaled_dot_product_attention", "divides by d_k, not its root", '''
 def scaled_dot_product_attention(query, key, value, attn_mask=None):
     scores = query @ key.transpose(-2, -1) / query.size(-1)
