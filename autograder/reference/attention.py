@@ -25,9 +25,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
             scores = scores + attn_mask
     # A softmax over no keys at all is 0/0 = NaN; give such rows zero weight instead,
     # and keep -inf out of the softmax so that gradients stay finite too. Only a mask blocks
-    # a whole row, and rarely; the two fills copy a full (..., L, S) tensor each (forward and
-    # backward), so they run only when a row needs them: the results are the same to the bit.
-    blocked = None if attn_mask is None else torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., L, 1)
+    # a whole row, and rarely: it is found on the mask (often just (L, S)), not on the
+    # (..., L, S) scores, and the two fills, a full copy each, run only when a row needs them.
+    blocked = None
+    if attn_mask is not None:
+        blocks = attn_mask if attn_mask.dtype == torch.bool else torch.isneginf(attn_mask)
+        blocked = blocks.all(dim=-1, keepdim=True)  # (..., L, 1), broadcastable to the scores
     if blocked is None or not blocked.any():
         weights = torch.softmax(scores, dim=-1)  # (..., L, S)
     else:
