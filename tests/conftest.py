@@ -52,15 +52,15 @@ def pytest_collection_modifyitems(config, items):
 # A module marked `steps` is one story told in order (tests/test_browser.py: a student's
 # session on one page). Once a step fails, the later ones would fail for that reason alone,
 # with messages about the wrong thing; they are reported as xfail, naming the failed step.
+_FAILED_STEP = {}  # test file: its first failed step
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
     if report.failed and item.get_closest_marker("steps") is not None:
         _FAILED_STEP.setdefault(item.path, item.name)
     return report
-
-
-_FAILED_STEP = {}  # test file: its first failed step
 
 
 def pytest_runtest_setup(item):
