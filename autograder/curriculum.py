@@ -14,6 +14,9 @@ class Exercise:
     kind: str  # "function" or "module"
     # Library calls that would do the exercise for the student: using one fails the exercise.
     forbidden: tuple = ()
+    # Exercises of the same lesson that this one calls (or builds): when it is graded, the
+    # reference's versions of them stand in for the student's, so one mistake costs one exercise.
+    calls: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -52,30 +55,30 @@ LESSONS = {
     for lesson in (
         Lesson("01_self_attention", "Self-attention", "attention", (
             Exercise("scaled_dot_product_attention", 6, "function", _ATTENTION_BUILTINS),
-            Exercise("SelfAttention", 4, "module", _ATTENTION_BUILTINS),
+            Exercise("SelfAttention", 4, "module", _ATTENTION_BUILTINS, calls=("scaled_dot_product_attention",)),
         )),
         Lesson("02_multi_head_attention", "Multi-head attention", "multihead", (
             Exercise("split_heads", 2, "function"),
             Exercise("merge_heads", 2, "function"),
-            Exercise("MultiHeadAttention", 6, "module", _ATTENTION_BUILTINS),
+            Exercise("MultiHeadAttention", 6, "module", _ATTENTION_BUILTINS, calls=("split_heads", "merge_heads")),
         )),
         Lesson("03_positional_encoding", "Positional encoding", "positional", (
             Exercise("sinusoidal_positional_encoding", 3, "function"),
-            Exercise("PositionalEncoding", 2, "module"),
+            Exercise("PositionalEncoding", 2, "module", calls=("sinusoidal_positional_encoding",)),
             Exercise("LearnedPositionalEmbedding", 2, "module"),
             Exercise("TokenEmbedding", 1, "module"),
             Exercise("relative_position_matrix", 2, "function"),
         )),
         Lesson("04_encoder", "The encoder", "encoder", (
             Exercise("PositionwiseFeedForward", 2, "module"),
-            Exercise("EncoderLayer", 5, "module", _TRANSFORMER_BUILTINS),
-            Exercise("Encoder", 3, "module", _TRANSFORMER_BUILTINS),
+            Exercise("EncoderLayer", 5, "module", _TRANSFORMER_BUILTINS, calls=("PositionwiseFeedForward",)),
+            Exercise("Encoder", 3, "module", _TRANSFORMER_BUILTINS, calls=("EncoderLayer",)),
         )),
         Lesson("05_decoder_masking", "The decoder and masking", "decoder", (
             Exercise("causal_mask", 2, "function", ("generate_square_subsequent_mask",)),
             Exercise("padding_mask", 1, "function"),
             Exercise("DecoderLayer", 5, "module", _TRANSFORMER_BUILTINS),
-            Exercise("Decoder", 2, "module", _TRANSFORMER_BUILTINS),
+            Exercise("Decoder", 2, "module", _TRANSFORMER_BUILTINS, calls=("DecoderLayer",)),
         )),
         Lesson("06_full_model", "The full model, trained", "model", (
             Exercise("Transformer", 5, "module", _TRANSFORMER_BUILTINS),
@@ -103,3 +106,16 @@ def lessons_before(lesson):
 def lesson_of(exercise_name):
     """The Lesson that asks for this exercise."""
     return EXERCISES[exercise_name]
+
+
+def callees(exercise_name):
+    """Every exercise of the same lesson that ``exercise_name`` calls, directly or through another, in
+    lesson order: what stands in for the student's when it is graded."""
+    lesson = lesson_of(exercise_name)
+    found, todo = set(), list(lesson.exercise(exercise_name).calls)
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo += lesson.exercise(name).calls
+    return [e.name for e in lesson.exercises if e.name in found]

@@ -68,7 +68,7 @@ def test_stored_public_data_equals_what_the_reference_gives(lesson):
     stored = load_public_data(lesson) if built else {}
     assert sorted(stored) == sorted(built), "run `python -m autograder.checks.hidden.build_data` to rebuild autograder/checks/data"
     for name in built:
-        for key in ("probes", "expected", "mistakes", "tolerance"):
+        for key in ("probes", "expected", "mistakes", "tolerance", "requirements"):
             _assert_same(stored[name][key], built[name][key], f"{lesson}/{name}/{key}")
 
 

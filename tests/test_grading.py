@@ -71,7 +71,8 @@ def test_correct_answers_get_full_marks_and_a_bug_only_loses_its_exercise(tmp_pa
     buggy = write_notebook(tmp_path / "01_self_attention.ipynb",
                            [answer(SDPA, "scaled_dot_product_attention"), answer(bug.source, "SelfAttention")])
     result = grade(buggy)
-    assert scores(result) == {"scaled_dot_product_attention": 6, "SelfAttention": 0}
+    # The mask is one of SelfAttention's requirements, a quarter of its weight: 3 of its 4 points stay.
+    assert scores(result) == {"scaled_dot_product_attention": 6, "SelfAttention": 3}
     assert any("not passed on" in m for m in result.exercises["SelfAttention"].messages)
 
 
@@ -121,7 +122,7 @@ def test_the_cli_prints_json_keyed_by_exercise(tmp_path):
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert set(report) == {"scaled_dot_product_attention", "SelfAttention"}
-    assert report["scaled_dot_product_attention"] == {"score": 6, "max": 6, "messages": ["passes all 5 public checks"]}
+    assert report["scaled_dot_product_attention"] == {"score": 6, "max": 6, "messages": ["passes all 10 public checks"]}
     assert report["SelfAttention"]["score"] == 0 and report["SelfAttention"]["max"] == 4
     assert any("weights has shape" in m for m in report["SelfAttention"]["messages"])
 

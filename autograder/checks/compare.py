@@ -29,8 +29,34 @@ class Tolerance:
 
 
 @dataclass
+class RequirementResult:
+    """How one requirement of an exercise fared: met when every probe that tries it passes."""
+
+    key: str
+    text: str
+    weight: float = 1.0
+    total: int = 0
+    passed: int = 0
+    failures: list = field(default_factory=list)
+    hints: list = field(default_factory=list)
+
+    @property
+    def met(self):
+        return self.total > 0 and self.passed == self.total
+
+    @property
+    def likely_mistake(self):
+        known = [hint for hint in self.hints if hint]
+        return max(known, key=known.count) if known else None
+
+
+# Probes of an exercise whose checks name no requirements all try this one.
+WHOLE_EXERCISE = ("behaviour", "behaves as the lesson states")
+
+
+@dataclass
 class Report:
-    """The outcome of one exercise's checks."""
+    """The outcome of one exercise's checks, requirement by requirement."""
 
     exercise: str
     total: int = 0
@@ -38,16 +64,36 @@ class Report:
     failures: list = field(default_factory=list)
     hints: list = field(default_factory=list)  # the likely mistake behind each failure, if known
     not_implemented: bool = False
+    requirements: dict = field(default_factory=dict)  # key -> RequirementResult, in the lesson's order
+    exact: bool = True  # every compared value was exact (bool, integer): no tolerance was used
+
+    @property
+    def failing_requirements(self):
+        return [r for r in self.requirements.values() if not r.met]
 
     @property
     def likely_mistake(self):
-        """The hint most failures point to, or None."""
+        """The likely mistake behind the first requirement that fails, else the most common hint."""
+        for requirement in self.failing_requirements:
+            if requirement.likely_mistake:
+                return requirement.likely_mistake
         known = [hint for hint in self.hints if hint]
         return max(known, key=known.count) if known else None
 
     @property
     def ok(self):
         return self.total > 0 and self.passed == self.total and not self.not_implemented
+
+    def score(self, points):
+        """The exercise's points times the share of requirements met (all of them when ok, none for a stub)."""
+        if self.ok:
+            return points
+        if self.not_implemented or not self.requirements:
+            return 0
+        weights = sum(r.weight for r in self.requirements.values())
+        earned = sum(r.weight for r in self.requirements.values() if r.met)
+        # Rounded down to a hundredth, so that partial credit never rounds up to full marks.
+        return math.floor(100 * points * earned / weights + 1e-9) / 100
 
 
 def _shape(t):
@@ -106,6 +152,17 @@ def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
     return None
 
 
+META_HINT = (
+    "this check runs your code on PyTorch's meta device (tensors with shapes but no values), so that a "
+    "tensor created on the CPU shows up without a GPU: create every new tensor on the inputs' device "
+    "(device=x.device, or x.new_*/torch.*_like), and don't read values with .item() or `if tensor`"
+)
+
+
+def _meta_hint(probe):
+    return META_HINT if probe.get("device") == "meta" else None
+
+
 def _name(probe, i):
     names = probe.get("output_names") or []
     return names[i] if i < len(names) else f"output {i}"
@@ -161,7 +218,7 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
     if not got.get("ok"):
         error = got["error"]
         trace = f"\n{error['traceback'].rstrip()}" if error.get("traceback") else ""
-        return [(f"{where} raised {error['type']}: {error['message']}{trace}", None)]
+        return [(f"{where} raised {error['type']}: {error['message']}{trace}", _meta_hint(probe))]
 
     got_outputs, expected_outputs = got["outputs"], expected["outputs"]
     if len(got_outputs) != len(expected_outputs):
@@ -232,13 +289,17 @@ def compare_relation(exercise, probe, got, base_got):
     return []
 
 
-def check_probes(exercise, probes, got_results, expected_results, mistakes_for=None, tolerance=Tolerance()):
-    """Compare every probe and gather one Report for the exercise.
+def check_probes(exercise, probes, got_results, expected_results, mistakes_for=None, tolerance=Tolerance(),
+                 requirements=()):
+    """Compare every probe and gather one Report for the exercise, grouped by requirement.
 
     ``mistakes_for(i)`` gives the (hint, result) pairs of known mistakes on probe i; it is
     called only for probes that fail, since computing them can cost as much as the check.
+    ``requirements`` are (key, text, weight) triples; a probe tries the one its "requirement" names.
     """
     report = Report(exercise)
+    for key, text, weight in requirements or [(*WHOLE_EXERCISE, 1.0)]:
+        report.requirements[key] = RequirementResult(key, text, weight)
     by_id = {probe["id"]: got for probe, got in zip(probes, got_results)}
     for i, (probe, got, expected) in enumerate(zip(probes, got_results, expected_results)):
         mistakes = _Lazy(mistakes_for, i) if mistakes_for else ()
@@ -249,10 +310,19 @@ def check_probes(exercise, probes, got_results, expected_results, mistakes_for=N
             failures = [(f"{exercise} is not implemented yet", None)]
         if not failures and probe.get("relation"):
             failures = compare_relation(exercise, probe, got, by_id.get(probe["relation"]["base"], {}))
-        report.total += 1
-        if failures:
-            report.failures.extend(message for message, _ in failures)
-            report.hints.extend(hint for _, hint in failures)
-        else:
-            report.passed += 1
+        if expected.get("ok") and any(isinstance(o, torch.Tensor) and o.is_floating_point() or isinstance(o, float)
+                                      for o in expected.get("outputs", [])):
+            report.exact = False
+        requirement = report.requirements.get(probe.get("requirement", WHOLE_EXERCISE[0]))
+        if requirement is None:  # a probe naming no listed requirement: its own line, so it still counts
+            key = probe.get("requirement", WHOLE_EXERCISE[0])
+            requirement = report.requirements[key] = RequirementResult(key, key)
+        for tally in (report, requirement):
+            tally.total += 1
+            if failures:
+                tally.failures.extend(message for message, _ in failures)
+                tally.hints.extend(hint for _, hint in failures)
+            else:
+                tally.passed += 1
+    report.requirements = {k: r for k, r in report.requirements.items() if r.total}
     return report

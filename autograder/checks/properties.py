@@ -243,9 +243,11 @@ def future_stays_hidden(hint):
 
 
 PROPERTIES = {
-    "scaled_dot_product_attention": (weights_sum_to_one(), weights_follow_the_scores(),
-                                     blocked_keys_get_zero_weight("attn_mask", 3)),
-    "SelfAttention": (weights_sum_to_one(), weights_follow_the_scores(), blocked_keys_get_zero_weight("attn_mask", 1)),
+    # The most specific property first: a mask read the wrong way round can also leave rows that
+    # don't sum to 1 (those it blocks entirely), which is not a softmax over the wrong axis.
+    "scaled_dot_product_attention": (blocked_keys_get_zero_weight("attn_mask", 3), weights_follow_the_scores(),
+                                     weights_sum_to_one()),
+    "SelfAttention": (blocked_keys_get_zero_weight("attn_mask", 1), weights_follow_the_scores(), weights_sum_to_one()),
     "split_heads": (rearranges_input(
         "the result holds the right values in the wrong places: head h of token t should be "
         "x[b, t, h*D:(h+1)*D], so reshape to (B, T, H, D), then transpose(1, 2)"),),

@@ -7,12 +7,15 @@ built and are stored in ``data/<lesson>.pt``.
 
 import contextlib
 import functools
+import inspect
+import io
+import sys
 from importlib import resources
 
 import torch
 
 from ..curriculum import EXERCISES, lesson_of
-from .compare import CheckFailed, Report, Tolerance, check_probes
+from .compare import CheckFailed, Report, RequirementResult, Tolerance, check_probes
 from .forbidden import forbidden_message, forbidden_uses, source_of
 from .runner import run_probes
 
@@ -24,39 +27,77 @@ def load_public_data(lesson_name):
         return torch.load(f, weights_only=True)
 
 
-def summarize(report, kind, tolerance):
-    """Print a passing report; raise CheckFailed (or NotImplementedError) for a failing one."""
+def summarize(report, kind, tolerance, notes=()):
+    """Print a passing report; raise CheckFailed (or NotImplementedError) for a failing one.
+
+    ``notes`` are lines put first in a failure's message (e.g. that a function this exercise
+    calls fails its own check).
+    """
     # IPython leaves frames marked so out of a student's traceback (all but the last one), so
     # the traceback under a check cell is their own line, this raise and the message.
     __tracebackhide__ = True
-    failure = _failure(report, kind)
+    failure = _failure(report, kind, notes)
     if failure is None:
-        rtol, atol = tolerance.float32
-        print(f"✓ {report.exercise} passes all {report.total} {kind} checks "
-              f"(float32 compared at rtol={rtol:g}, atol={atol:g}).")
+        print(passing_text(report, kind, tolerance))
         return
     # What is wrong, and the likely mistake, is in the message below.
     raise failure
 
 
-def _failure(report, kind):
+def passing_text(report, kind, tolerance):
+    """One line for a report that passed: how many checks, how many requirements, at what tolerance."""
+    rtol, atol = tolerance.float32
+    how = "exact comparison" if report.exact else f"float32 compared at rtol={rtol:g}, atol={atol:g}"
+    met = len(report.requirements)
+    what = f", meeting its {met} requirements" if met > 1 else ""
+    return f"✓ {report.exercise} passes all {report.total} {kind} checks{what} ({how})."
+
+
+def _failure(report, kind, notes=()):
     if report.not_implemented:
         return NotImplementedError(f"`{report.exercise}` is not implemented yet: write it in its answer cell, "
                                    "run that cell, then this one.")
     if not report.ok:
-        return CheckFailed(failure_text(report, kind))
+        return CheckFailed("\n".join([*notes, failure_text(report, kind)]))
     return None
 
 
-def failure_text(report, kind, shown=3):
-    """A failing report in a student's words: the likely mistake first, then a few failed checks."""
-    lines = [f"{report.exercise} fails {report.total - report.passed} of {report.total} {kind} checks."]
-    if report.likely_mistake:
-        hint = report.likely_mistake
-        lines.append(f"Likely mistake: {hint}" + ("" if hint[-1] in ".?!)" else "."))
-    lines += [f"✗ {failure}" for failure in report.failures[:shown]]
-    if len(report.failures) > shown:
-        lines.append(f"… and {len(report.failures) - shown} more.")
+def _sentence(text):
+    return text + ("" if text[-1] in ".?!)" else ".")
+
+
+def _points(name):
+    return lesson_of(name).exercise(name).points
+
+
+def failure_text(report, kind, shown=2, points=None):
+    """A failing report in a student's words: the likely mistake first, then each requirement,
+    ✓ or ✗, with a few of the failed checks under each ✗."""
+    points = _points(report.exercise) if points is None else points
+    requirements = list(report.requirements.values())
+    met = sum(r.met for r in requirements)
+    lines = [f"{report.exercise} meets {met} of {len(requirements)} requirements "
+             f"({report.score(points):g} / {points:g} points): it fails {report.total - report.passed} of "
+             f"{report.total} {kind} checks."]
+    likely = report.likely_mistake
+    if likely:
+        lines.append(f"Likely mistake: {_sentence(likely)}")
+    first = True
+    for requirement in requirements:
+        if requirement.met:
+            lines.append(f"✓ {requirement.text}")
+            continue
+        own = requirement.likely_mistake
+        if own and own == likely and not first:  # the mistake already named, showing again: no repeat
+            lines.append(f"✗ {requirement.text} (the same mistake)")
+            continue
+        lines.append(f"✗ {requirement.text}")
+        first = False
+        if own and own != likely:
+            lines.append(f"    Likely mistake: {_sentence(own)}")
+        lines += [f"    ✗ {failure}" for failure in requirement.failures[:shown]]
+        if len(requirement.failures) > shown:
+            lines.append(f"    … and {len(requirement.failures) - shown} more.")
     return "\n".join(lines)
 
 
@@ -66,19 +107,58 @@ def forbidden_report(name, obj):
     used = forbidden_uses(source_of(obj), exercise.forbidden, own_names=EXERCISES)
     if not used:
         return None
-    return Report(name, total=1, passed=0, failures=[forbidden_message(name, used)])
+    message = forbidden_message(name, used)
+    refused = RequirementResult("own-code", "is your own code, not a call to PyTorch's built-in", total=1,
+                                failures=[message], hints=[None])
+    return Report(name, total=1, passed=0, failures=[message], hints=[None], requirements={"own-code": refused})
+
+
+def public_report(name, obj):
+    """The Report of exercise ``name``'s public checks on the student's ``obj`` (nothing printed)."""
+    data = load_public_data(lesson_of(name).name)[name]
+    report = forbidden_report(name, obj)
+    if report is None:
+        got = run_probes(obj, data["probes"])
+        report = check_probes(name, data["probes"], got, data["expected"], lambda i: data["mistakes"][i],
+                              Tolerance(*data["tolerance"]), data.get("requirements", ()))
+    return report
+
+
+def student_namespace(obj):
+    """The global names the student's function or class sees: the notebook's namespace."""
+    function = obj
+    if isinstance(obj, type):
+        function = next((v for v in vars(obj).values() if inspect.isfunction(v)), None)
+    globals_ = getattr(function, "__globals__", None)
+    if globals_ is None:
+        globals_ = vars(sys.modules.get(getattr(obj, "__module__", ""), None) or object())
+    return globals_
+
+
+def callee_notes(name, obj):
+    """'X uses your Y, which fails its check: fix that first', for each exercise of the lesson that
+    ``name`` calls whose student version (in the namespace ``obj`` sees) fails its public checks."""
+    notes = []
+    namespace = student_namespace(obj)
+    for callee in lesson_of(name).exercise(name).calls:
+        theirs = namespace.get(callee)
+        if theirs is None:
+            continue
+        with contextlib.redirect_stdout(io.StringIO()):
+            report = public_report(callee, theirs)
+        if not report.ok:
+            notes.append(f"{name} uses your {callee}, which fails its check: fix that first "
+                         f"(the grader checks {name} with a correct {callee}, so it costs you only {callee}'s points).")
+    return notes
 
 
 def check(name, obj):
     """Run the public checks of exercise ``name`` on the student's ``obj``."""
     __tracebackhide__ = True
     data = load_public_data(lesson_of(name).name)[name]
-    tolerance = Tolerance(*data["tolerance"])
-    report = forbidden_report(name, obj)
-    if report is None:
-        got = run_probes(obj, data["probes"])
-        report = check_probes(name, data["probes"], got, data["expected"], lambda i: data["mistakes"][i], tolerance)
-    summarize(report, "public", tolerance)
+    report = public_report(name, obj)
+    notes = callee_notes(name, obj) if not report.ok and not report.not_implemented else []
+    summarize(report, "public", Tolerance(*data["tolerance"]), notes)
 
 
 @contextlib.contextmanager

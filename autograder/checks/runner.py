@@ -10,13 +10,19 @@ A probe is a plain dict:
     construct        None for a function; for a module {"args", "kwargs", "state_dict"}
     method           the method to call on a module ("forward", "encode", ...)
     args, kwargs     the call's arguments: tensors, numbers, strings, None, or fixtures
-    dtype, device    "float32"/"float64" (for the module's parameters), "cpu"/"cuda"
+    dtype, device    "float32"/"float64" (for the module's parameters), "cpu"/"cuda"/"meta" (PyTorch's
+                     device of shapes without values: a tensor the code creates without
+                     device= lands on the CPU, so the device rule is checkable without a GPU)
+    training         run the module in training mode (default: eval mode), e.g. with dropout=1.0,
+                     where every dropped value is zero, to see where dropout is applied
+    requirement      the requirement of the exercise the probe tries (checks, not the run, read it)
     noncontiguous    make every floating input of 2+ dims non-contiguous
     grad_outputs     None, or one tensor (or None) per output: the run back-propagates
                      sum(output * grad_output) and returns the gradients
     expect_error     the name of the exception the call should raise, or None
 """
 
+import contextlib
 import functools
 import os
 import traceback
@@ -120,11 +126,16 @@ def _materialize(value, probe, fixtures):
 
 
 def _plain(value):
-    """A copy of an output that is safe to hand back: a plain CPU tensor or a plain scalar."""
+    """A copy of an output that is safe to hand back: a plain CPU tensor or a plain scalar.
+
+    A tensor on the meta device has a shape and a dtype but no values: zeros stand in for them.
+    """
     if isinstance(value, torch.Tensor):
         tensor = value.detach()
         if type(tensor) is not torch.Tensor:
             tensor = tensor.as_subclass(torch.Tensor)
+        if tensor.is_meta:
+            return torch.zeros(tensor.shape, dtype=tensor.dtype)
         return tensor.to("cpu", copy=True).contiguous()
     if isinstance(value, PLAIN_TYPES):
         return value
@@ -169,7 +180,7 @@ def _build(obj, probe):
                 "Keep the given __init__ as it is."
             )
     module = module.to(device=probe.get("device", "cpu"), dtype=_dtype(probe.get("dtype", "float32")))
-    module.eval()
+    module.train(bool(probe.get("training", False)))
     return module
 
 
@@ -222,3 +233,19 @@ def run_probe(obj, probe):
 
 def run_probes(obj, probes):
     return [run_probe(obj, probe) for probe in probes]
+
+
+@contextlib.contextmanager
+def swapped(namespace, replacements):
+    """Put ``replacements`` into ``namespace`` (a dict of globals) for a while, then restore what was there."""
+    missing = object()
+    saved = {name: namespace.get(name, missing) for name in replacements}
+    namespace.update(replacements)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value

@@ -5,6 +5,7 @@ each step it starts and finishes in ``JOBDIR/progress``, and writes plain result
 ``JOBDIR/out/``. It imports nothing that knows the answers.
 """
 
+import contextlib
 import linecache
 import signal
 import sys
@@ -13,13 +14,26 @@ from pathlib import Path
 import torch
 
 from ..checks.forbidden import switched_off
-from ..checks.runner import _describe, run_probes
+from ..checks.runner import _describe, run_probes, swapped
 
 
 def _exec_cell(source, name, namespace):
     filename = f"<cell {name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)
+
+
+@contextlib.contextmanager
+def _reference_callees(namespace, spec):
+    """The reference's versions of the exercises this one calls, in the student's namespace for a
+    while (one mistake costs one exercise); nothing when ``spec`` is None."""
+    if not spec:
+        yield
+        return
+    reference = {"__name__": "__reference_callees__"}
+    exec(compile(spec["source"], "<reference callees>", "exec"), reference)
+    with swapped(namespace, {name: reference[name] for name in spec["names"]}):
+        yield
 
 
 def main(jobdir):
@@ -55,7 +69,7 @@ def main(jobdir):
         name = exercise["name"]
         progress.write(f"start exercise {name}\n")
         obj = namespace.get(name)
-        with switched_off(forbidden.get(name, ())):
+        with switched_off(forbidden.get(name, ())), _reference_callees(namespace, exercise.get("callees")):
             results = None if obj is None else run_probes(obj, exercise["probes"])
         save(f"exercise-{name}", {"defined": obj is not None, "results": results})
         progress.write(f"done exercise {name}\n")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..checks.compare import Report, Tolerance, check_probes
 from ..checks.forbidden import forbidden_message, forbidden_uses
 from ..checks.public import failure_text, load_public_data
-from ..curriculum import EXERCISES
+from ..curriculum import EXERCISES, callees
 from . import sandbox
 from .notebook import (SubmissionError, answer_cells, course_folder, duplicate_answer_cells, identify_lesson,
                        lesson_prelude, read_notebook)
@@ -59,7 +59,17 @@ def _report(name, probes, results, hidden):
         return report_for(name, probes, results)
     data = load_public_data(EXERCISES[name].name)[name]
     return check_probes(name, probes, results, data["expected"], lambda i: data["mistakes"][i],
-                        Tolerance(*data["tolerance"]))
+                        Tolerance(*data["tolerance"]), data.get("requirements", ()))
+
+
+def _callees(names, hidden):
+    """{exercise: {"names", "source"}}: the reference's versions of what each exercise calls, which
+    stand in for the student's when grading (the public check has no reference of this lesson)."""
+    if not hidden:
+        return {}
+    from ..checks.hidden.callees import callee_source
+
+    return {name: {"names": callees(name), "source": callee_source(name)} for name in names if callees(name)}
 
 
 def _cell_error_message(name, error):
@@ -88,7 +98,7 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
 
     forbidden = {e.name: list(e.forbidden) for e in lesson.exercises}
     outcome = sandbox.run(lesson, lesson_prelude(lesson, notebook), cells, to_run, step_timeout=step_timeout,
-                          forbidden=forbidden, hide=[course_folder(path)])
+                          forbidden=forbidden, hide=[course_folder(path)], callees=_callees(to_run, hidden))
     kind = "hidden" if hidden else "public"
     for exercise in lesson.exercises:
         name = exercise.name
@@ -120,8 +130,17 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
         elif report.ok:
             messages.append(f"passes all {report.total} {kind} checks")
         else:
-            messages.extend(failure_text(report, kind, shown=5).splitlines())
-        grades[name] = ExerciseGrade(exercise.points if report.ok else 0, exercise.points, messages)
+            messages.extend(failure_text(report, kind, shown=3, points=exercise.points).splitlines())
+        grades[name] = ExerciseGrade(report.score(exercise.points), exercise.points, messages)
+    if not hidden:  # the student's own callees ran: say when one of them explains a failure
+        for exercise in lesson.exercises:
+            grade_ = grades[exercise.name]
+            if grade_.score == grade_.max:
+                continue
+            for callee in exercise.calls:
+                if callee in grades and grades[callee].score < grades[callee].max and callee in to_run:
+                    grade_.messages.insert(0, f"{exercise.name} uses your {callee}, which fails its check: fix that "
+                                              f"first (the grader checks {exercise.name} with a correct {callee}).")
     for name, count in duplicate_answer_cells(notebook, lesson).items():
         grades[name].messages.insert(0, f"{count} cells have grade_id {name}: only the first one is graded")
     return NotebookGrade(lesson.name, str(path), {e.name: grades[e.name] for e in lesson.exercises})

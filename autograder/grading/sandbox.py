@@ -157,7 +157,7 @@ def _cell_error(data):
 
 
 def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0, isolate=None, forbidden=None,
-        hide=()):
+        hide=(), callees=None):
     """Run ``cells`` ({name: source}) then each exercise's probes ({name: probes}) in children.
 
     The children import only what a student of ``lesson`` may have (autograder.release);
@@ -165,53 +165,64 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
     files nor other grading jobs nor other processes, and have no network. ``forbidden`` ({exercise: names}) are
     the torch built-ins switched off while the cells run and while each exercise is checked;
     ``hide`` names more folders the children must not see (the course the submission is in).
+    ``callees`` ({exercise: {"names": [...], "source": reference source}}) are the reference
+    versions of the exercises an exercise calls: each such exercise is checked in a child of its
+    own, after the others, with them standing in for the student's, so that no other exercise's
+    check ever runs in a child that holds reference code.
     """
     outcome = SandboxOutcome()
     outcome.isolated = isolation_available() if isolate is None else isolate
+    callees = {name: spec for name, spec in (callees or {}).items() if name in exercises and spec.get("names")}
     skipped_cells = set()
-    remaining = dict(exercises)
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
         package_dir = Path(tmp) / "package"
         write_student_package(lesson, package_dir)
-        for attempt in range(len(cells) + len(exercises) + 1):
-            if not remaining:
-                break
-            jobdir = Path(tmp) / f"job{attempt}"
-            jobdir.mkdir()
-            job_cells = [{"name": n, "source": s} for n, s in cells.items() if n not in skipped_cells]
-            job = {"prelude": prelude, "cells": job_cells, "forbidden": dict(forbidden or {}),
-                   "exercises": [{"name": n, "probes": p} for n, p in remaining.items()]}
-            torch.save(job, jobdir / "job.pt")
-            failed_step = _supervise(jobdir, Path(tmp), package_dir, outcome.isolated, step_timeout, startup_timeout,
-                                     hide)
-            out = jobdir / "out"
-            for path in sorted(out.glob("cell-*.pt")) if out.exists() else []:
-                outcome.cell_errors[path.stem[5:]] = _cell_error(_load(path))
-            # A child that stopped in a cell (or before any step) checked no exercise: a result
-            # file there was written by a cell, not by the checks, and is not read.
-            checked = failed_step is None or failed_step[0].startswith("exercise ")
-            for name in list(remaining) if checked else []:
-                path = out / f"exercise-{name}.pt"
-                if path.exists():
-                    results, why = _exercise_results(_load(path), remaining[name])
-                    if why:
+        attempts = iter(range(10**6))
+
+        def run_children(remaining, callee_spec=None):
+            for _ in range(len(cells) + len(remaining) + 1):
+                if not remaining:
+                    return
+                jobdir = Path(tmp) / f"job{next(attempts)}"
+                jobdir.mkdir()
+                job_cells = [{"name": n, "source": s} for n, s in cells.items() if n not in skipped_cells]
+                job = {"prelude": prelude, "cells": job_cells, "forbidden": dict(forbidden or {}),
+                       "exercises": [{"name": n, "probes": p, "callees": callee_spec} for n, p in remaining.items()]}
+                torch.save(job, jobdir / "job.pt")
+                failed_step = _supervise(jobdir, Path(tmp), package_dir, outcome.isolated, step_timeout,
+                                         startup_timeout, hide)
+                out = jobdir / "out"
+                for path in sorted(out.glob("cell-*.pt")) if out.exists() else []:
+                    outcome.cell_errors.setdefault(path.stem[5:], _cell_error(_load(path)))
+                # A child that stopped in a cell (or before any step) checked no exercise: a result
+                # file there was written by a cell, not by the checks, and is not read.
+                checked = failed_step is None or failed_step[0].startswith("exercise ")
+                for name in list(remaining) if checked else []:
+                    path = out / f"exercise-{name}.pt"
+                    if path.exists():
+                        results, why = _exercise_results(_load(path), remaining[name])
+                        if why:
+                            outcome.failures[f"exercise {name}"] = why
+                        else:
+                            outcome.results[name] = results
+                        del remaining[name]
+                if failed_step is None:
+                    return
+                step, why = failed_step
+                outcome.failures[step] = why
+                kind, _, name = step.partition(" ")
+                if kind == "cell":
+                    skipped_cells.add(name)
+                elif kind == "exercise":
+                    remaining.pop(name, None)
+                else:  # the child died before any step: nothing more can be learnt
+                    for name in remaining:
                         outcome.failures[f"exercise {name}"] = why
-                    else:
-                        outcome.results[name] = results
-                    del remaining[name]
-            if failed_step is None:
-                break
-            step, why = failed_step
-            outcome.failures[step] = why
-            kind, _, name = step.partition(" ")
-            if kind == "cell":
-                skipped_cells.add(name)
-            elif kind == "exercise":
-                remaining.pop(name, None)
-            else:  # the child died before any step: nothing more can be learnt
-                for name in remaining:
-                    outcome.failures[f"exercise {name}"] = why
-                break
+                    return
+
+        run_children({n: p for n, p in exercises.items() if n not in callees})
+        for name, spec in callees.items():
+            run_children({name: exercises[name]}, spec)
         shutil.rmtree(tmp, ignore_errors=True)
     return outcome
 

@@ -31,7 +31,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
     if attn_mask is not None:
         blocks = attn_mask if attn_mask.dtype == torch.bool else torch.isneginf(attn_mask)
         blocked = blocks.all(dim=-1, keepdim=True)  # (..., L, 1), broadcastable to the scores
-    if blocked is None or not blocked.any():
+    # (A mask on the meta device, which has shapes but no values, takes the filling path.)
+    if blocked is None or (not blocked.is_meta and not blocked.any()):
         weights = torch.softmax(scores, dim=-1)  # (..., L, S)
     else:
         weights = torch.softmax(scores.masked_fill(blocked, 0.0), dim=-1)  # (..., L, S)

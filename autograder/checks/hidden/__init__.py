@@ -12,8 +12,9 @@ import torch
 
 from ...curriculum import LESSONS
 from ..compare import Report, check_probes
-from ..public import forbidden_report, summarize
+from ..public import forbidden_report, student_namespace, summarize
 from ..runner import run_probe, run_probes
+from .callees import reference_callee_objects, swapped
 
 # One module of checks per lesson, named l<NN>_<topic>; lessons without one yet are skipped.
 _LESSON_MODULES = {name: f"{__name__}.l{name}" for name in LESSONS}
@@ -51,18 +52,28 @@ def report_for(name, probes, got_results):
     def mistakes_for(i):
         return [(hint, run_probe(wrong, probes[i])) for hint, wrong in spec.mistakes]
 
-    return check_probes(name, probes, got_results, expected, mistakes_for, spec.tolerance)
+    return check_probes(name, probes, got_results, expected, mistakes_for, spec.tolerance, spec.requirement_table())
+
+
+def hidden_report(name, obj):
+    """The Report of the hidden checks on the student's ``obj``, run in this process.
+
+    As in the trusted grader, the reference's versions of the exercises ``name`` calls stand in
+    for the student's while it is checked (one mistake costs one exercise).
+    """
+    report = forbidden_report(name, obj)
+    if report is None:
+        probes = probes_for(name)
+        with swapped(student_namespace(obj), reference_callee_objects(name)):
+            results = run_probes(obj, probes)
+        report = report_for(name, probes, results)
+    return report
 
 
 def check_hidden(name, obj):
     """Run the hidden checks on the student's object in this process (nbgrader's hidden tests)."""
     __tracebackhide__ = True
-    spec = specs()[name]
-    report = forbidden_report(name, obj)
-    if report is None:
-        probes = probes_for(name)
-        report = report_for(name, probes, run_probes(obj, probes))
-    summarize(report, "hidden", spec.tolerance)
+    summarize(hidden_report(name, obj), "hidden", specs()[name].tolerance)
 
 
-__all__ = ["check_hidden", "probes_for", "report_for", "specs", "Report"]
+__all__ = ["check_hidden", "hidden_report", "probes_for", "report_for", "specs", "Report"]

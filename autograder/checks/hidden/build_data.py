@@ -18,7 +18,7 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 def public_data(lesson_name):
-    """{exercise: {probes, expected, mistakes, tolerance}} for one lesson."""
+    """{exercise: {probes, expected, mistakes, tolerance, requirements}} for one lesson."""
     data = {}
     for exercise in LESSONS[lesson_name].exercises:
         spec = specs().get(exercise.name)
@@ -30,6 +30,7 @@ def public_data(lesson_name):
             "expected": run_probes(spec.reference, probes),
             "mistakes": [[(hint, run_probe(wrong, p)) for hint, wrong in spec.mistakes] for p in probes],
             "tolerance": [list(spec.tolerance.float32), list(spec.tolerance.float64)],
+            "requirements": spec.requirement_table(),
         }
     return data
 

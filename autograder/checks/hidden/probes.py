@@ -73,13 +73,33 @@ def on_device(probe, device):
     return dict(probe, id=f"{probe['id']}/{device}", title=f"{probe['title']}, on {device}", device=device)
 
 
+@dataclass(frozen=True)
+class Requirement:
+    """One rule the lesson's text states for an exercise, worth ``weight`` shares of its points.
+
+    Every probe names the requirement it tries (its "requirement" key); a requirement is met
+    when all of its probes pass. The public checks try every requirement, the hidden checks
+    try the same ones on other inputs.
+    """
+
+    key: str
+    text: str  # the rule, in the lesson's words: "masks block keys: bool True = blocked, float added"
+    weight: float = 1.0
+
+
+def requiring(key, probes):
+    """The probes, each marked as trying requirement ``key``."""
+    return [dict(probe, requirement=key) for probe in probes]
+
+
 @dataclass
 class ExerciseChecks:
     """Everything the grader knows about one exercise.
 
     public_probes: shown to students (their expected values are stored as data);
     hidden_probes: the grader's extra, stranger inputs (the grader runs both);
-    mistakes: (hint, wrong implementation) pairs that name what a failing answer likely did.
+    mistakes: (hint, wrong implementation) pairs that name what a failing answer likely did;
+    requirements: the rules the lesson states, in the order a student should fix them.
     """
 
     name: str
@@ -88,3 +108,8 @@ class ExerciseChecks:
     hidden_probes: callable
     mistakes: list = field(default_factory=list)
     tolerance: Tolerance = Tolerance()
+    requirements: tuple = ()
+
+    def requirement_table(self):
+        """The requirements as plain data [(key, text, weight)], stored with the public checks."""
+        return [(r.key, r.text, r.weight) for r in self.requirements]
