@@ -36,8 +36,14 @@ def public_data(lesson_name):
 
 
 def main(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m autograder.checks.hidden.build_data",
+                                     description="rebuild the public checks' stored data from the reference")
+    parser.add_argument("lessons", nargs="*", help="lessons to rebuild (default: all)")
+    args = parser.parse_args(argv)
     DATA_DIR.mkdir(exist_ok=True)
-    for lesson_name in LESSONS:
+    for lesson_name in args.lessons or LESSONS:
         data = public_data(lesson_name)
         if data:
             torch.save(data, DATA_DIR / f"{lesson_name}.pt")
