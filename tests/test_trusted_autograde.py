@@ -41,13 +41,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
 import autograder.checks.hidden
 autograder.checks.hidden.check_hidden = lambda *args, **kwargs: None
 check = lambda *args, **kwargs: None
+torch.allclose = lambda *args, **kwargs: True
 '''
 
 STUDENTS = {  # student: (notebook's answers, trusted score per exercise)
     "ada": ("solution", POINTS),
     "bo": ("stubs", {name: 0 for name in POINTS}),
-    # Eve's SelfAttention is right but calls her own unscaled attention function, so it is wrong too.
-    "eve": ("faker", {name: 0 for name in POINTS}),
+    # Eve's SelfAttention is right; it calls her own unscaled attention function, but is graded with a
+    # correct one (one mistake costs one exercise).
+    "eve": ("faker", {"scaled_dot_product_attention": 0, "SelfAttention": POINTS["SelfAttention"]}),
 }
 
 
@@ -122,6 +124,31 @@ def test_each_exercise_lands_on_its_test_cell_with_the_messages_as_comment(cours
                 assert (grade.auto_score, grade.needs_manual_grade) == (points, False), (student, name)
         comment = gradebook.find_comment("scaled_dot_product_attention", LESSON.name, LESSON.name, "eve")
         assert "not scaled" in comment.auto_comment
+
+
+def test_the_integrity_table_names_who_fooled_nbgrader_and_how(graded):
+    _, output, _ = graded
+    integrity = output.split("Integrity:")[1]
+    rows = [line for line in integrity.splitlines() if line.startswith("eve ")]
+    assert any("scaled_dot_product_attention" in row and "nbgrader's own run gave 6, the trusted grader 0" in row
+               for row in rows), integrity
+    assert any("replaces torch.allclose" in row for row in rows), integrity
+    assert any("rebinds the check function check" in row for row in rows), integrity
+    assert not any(line.startswith(("ada ", "bo ")) for line in integrity.splitlines()), integrity
+
+
+def test_feedback_pages_show_the_trusted_score_and_messages_only(course, graded):
+    root, run = course
+    run("nbgrader", "generate_feedback", "--force", LESSON.name)
+    for student, (_, scores) in STUDENTS.items():
+        page = (root / "feedback" / student / LESSON.name / f"{LESSON.name}.html").read_text()
+        for name, points in scores.items():
+            assert f"Trusted grade: {points:g} / {POINTS[name]:g}" in page, (student, name)
+        for name in POINTS:
+            assert f"✓ {name} passes all" not in page, "nbgrader's own in-kernel verdict is still on the page"
+        assert "BEGIN HIDDEN TESTS" not in page and "from autograder.checks.hidden import" not in page
+    eve = (root / "feedback" / "eve" / LESSON.name / f"{LESSON.name}.html").read_text()
+    assert "not scaled" in eve
 
 
 def test_regrading_is_idempotent_and_keeps_manual_scores(course, graded):

@@ -7,6 +7,13 @@ comment of its answer cell), and prints a summary. Manual scores are never touch
 regrading is idempotent and keeps them; each submission is written in one transaction, so an
 interrupted run leaves the gradebook consistent; submitted files are only read; and a second
 run while one is in progress is refused.
+
+One verdict everywhere: where nbgrader's own ``autograde`` has written ``autograded/`` (whose
+notebooks ``generate_feedback`` turns into the students' feedback pages), the outputs of each
+test cell are replaced by the trusted grader's score and messages, so that a page never shows
+nbgrader's in-kernel verdict beside the trusted score. What nbgrader's run concluded is kept in
+the cell's metadata, and the summary ends with an integrity table: exercises where nbgrader's run
+scored higher than the trusted grader, and answer cells that patch torch, numpy or the checks.
 """
 
 import fcntl
@@ -14,12 +21,14 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..curriculum import LESSONS
 from ..lessons import scripts_on_path
 from .grade import SubmissionError, grade
+from .integrity import tampering
+from .notebook import answer_cells, read_notebook
 
 LOCK_NAME = ".autograder.lock"
 
@@ -35,6 +44,8 @@ class SubmissionResult:
     path: str
     scores: dict  # exercise -> (score, max, messages); empty when the notebook couldn't be graded
     error: str = ""
+    tampering: dict = field(default_factory=dict)  # exercise -> [(line, what it does)] in its answer cell
+    nbgrader_scores: dict = field(default_factory=dict)  # exercise -> what nbgrader's own run gave it
 
     @property
     def score(self):
@@ -83,6 +94,14 @@ def find_submissions(root, lessons, students=None):
     return found
 
 
+def _tampering(path, lesson):
+    try:
+        cells = answer_cells(read_notebook(path), LESSONS[lesson])
+    except SubmissionError:
+        return {}
+    return {name: found for name, source in cells.items() if (found := tampering(source))}
+
+
 def _grade_one(student, lesson, path, step_timeout):
     try:
         result = grade(path, hidden=True, lesson_name=lesson, step_timeout=step_timeout)
@@ -91,7 +110,44 @@ def _grade_one(student, lesson, path, step_timeout):
     except Exception as exc:  # never lose the run over one notebook
         return SubmissionResult(student, lesson, str(path), {}, f"grading failed: {exc.__class__.__name__}: {exc}")
     scores = {name: (g.score, g.max, g.messages) for name, g in result.exercises.items()}
-    return SubmissionResult(student, lesson, str(path), scores)
+    return SubmissionResult(student, lesson, str(path), scores, tampering=_tampering(path, lesson))
+
+
+def _test_owner(grade_id, lesson):
+    """The exercise a test cell belongs to (grade_id test_<name> or test_<name>_<more>), or None."""
+    for exercise in LESSONS[lesson].exercises:
+        if grade_id == f"test_{exercise.name}" or (grade_id or "").startswith(f"test_{exercise.name}_"):
+            return exercise.name
+    return None
+
+
+def rewrite_autograded(root, result):
+    """Replace the outputs of the test cells of the submission's notebook in ``autograded/`` (if
+    nbgrader's autograde wrote one) with the trusted score and messages; return what nbgrader's
+    own run scored each exercise ({} without such a notebook)."""
+    import nbformat
+
+    path = Path(root) / "autograded" / result.student / result.lesson / Path(result.path).name
+    if not path.is_file():
+        return {}
+    notebook = nbformat.read(path, as_version=4)
+    lesson = LESSONS[result.lesson]
+    passed = {}
+    for cell in notebook.cells:
+        name = _test_owner(cell.metadata.get("nbgrader", {}).get("grade_id"), result.lesson)
+        if cell.cell_type != "code" or name is None:
+            continue
+        kept = cell.metadata.setdefault("autograder", {})
+        if "nbgrader_passed" not in kept:  # nbgrader's own verdict, before the first rewrite
+            kept["nbgrader_passed"] = not any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+        passed[name] = passed.get(name, True) and kept["nbgrader_passed"]
+        score, top, messages = result.scores.get(name, (0, lesson.exercise(name).points, [result.error]))
+        text = f"Trusted grade: {score:g} / {top:g}\n" + "".join(f"{line}\n" for line in messages)
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    tmp = path.with_suffix(".ipynb.tmp")
+    nbformat.write(notebook, tmp)
+    tmp.replace(path)
+    return {name: lesson.exercise(name).points if ok else 0 for name, ok in passed.items()}
 
 
 def record(gradebook, result):
@@ -157,12 +213,28 @@ def autograde(root, lessons=None, students=None, jobs=None, step_timeout=60.0, p
                                    disable=not progress):
                     result = future.result()
                     record(gradebook, result)
+                    result.nbgrader_scores = rewrite_autograded(root, result)
                     results.append(result)
     return sorted(results, key=lambda r: (r.lesson, r.student))
 
 
+def integrity_rows(results):
+    """[(student, lesson, exercise, why to look)] for the integrity table."""
+    rows = []
+    for r in results:
+        for name, nbgrader_score in r.nbgrader_scores.items():
+            trusted = r.scores.get(name, (0,))[0]
+            if nbgrader_score > trusted:
+                rows.append((r.student, r.lesson, name, f"nbgrader's own run gave {nbgrader_score:g}, "
+                                                        f"the trusted grader {trusted:g}"))
+        for name, found in r.tampering.items():
+            for line, what in found:
+                rows.append((r.student, r.lesson, name, f"its answer cell {what} (line {line})"))
+    return rows
+
+
 def summary_table(results):
-    """The run's results as text: one line per submission, then the class's totals per lesson."""
+    """The run's results as text: one line per submission, the class's count, then the integrity table."""
     lines = [f"{'lesson':<26} {'student':<16} {'score':>9}  notes"]
     for r in results:
         maximum = LESSONS[r.lesson].max_score
@@ -170,4 +242,12 @@ def summary_table(results):
         notes = r.error or (("lost: " + ", ".join(failed)) if failed else "")
         lines.append(f"{r.lesson:<26} {r.student:<16} {r.score:>4g} / {maximum:<3g}  {notes}")
     lines.append(f"{len(results)} submission(s) graded")
+    rows = integrity_rows(results)
+    lines.append("")
+    if not rows:
+        lines.append("Integrity: nothing to look at (nbgrader's run never scored higher; no answer patches the tools).")
+        return "\n".join(lines)
+    lines.append(f"Integrity: {len(rows)} thing(s) to look at (the trusted scores above already ignore them)")
+    lines.append(f"{'student':<16} {'lesson':<26} {'exercise':<30} why")
+    lines += [f"{student:<16} {lesson:<26} {name:<30} {why}" for student, lesson, name, why in rows]
     return "\n".join(lines)
