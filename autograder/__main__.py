@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from .curriculum import INTRODUCTION, LESSONS
 from .grading.grade import SubmissionError, grade
 
 
@@ -99,6 +100,10 @@ def main(argv=None):
     hidden = args.command == "grade"
     if Path(args.notebook).is_dir():
         return _course(args, hidden)
+    if Path(args.notebook).stem == INTRODUCTION and args.lesson is None:
+        print(f"{args.notebook}: {INTRODUCTION} is the course's ungraded introduction: it has no exercises, so "
+              f"there is nothing to {args.command}. The first graded lesson is {next(iter(LESSONS))}.")
+        return 0
     try:
         result = grade(args.notebook, hidden=hidden, lesson_name=args.lesson, step_timeout=args.timeout)
     except SubmissionError as exc:

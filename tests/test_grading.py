@@ -145,3 +145,10 @@ def test_bad_input_gets_a_one_line_error_and_exit_code_2(tmp_path, capsys, setup
 def test_an_unknown_lesson_name_is_refused(tmp_path, capsys):
     assert main(["grade", str(submission(tmp_path)), "--lesson", "07_diffusion"]) == 2
     assert "unknown lesson '07_diffusion'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["grade", "check"])
+def test_the_ungraded_introduction_is_said_to_be_ungraded(command, capsys):
+    assert main([command, "lessons/00_start_here/00_start_here.ipynb"]) == 0
+    out = capsys.readouterr().out
+    assert "ungraded introduction" in out and "01_self_attention" in out

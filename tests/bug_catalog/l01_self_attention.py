@@ -58,7 +58,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
         scores = scores.masked_fill(attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
     weights = torch.softmax(scores, dim=-1)
     return weights @ value, weights
-'''),
+''', names="transposed on axes 1 and 2"),
     Bug("scaled_dot_product_attention", "scales by the value size", '''
 def scaled_dot_product_attention(query, key, value, attn_mask=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(value.size(-1))
@@ -75,7 +75,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
         scores = scores.masked_fill(attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
     weights = torch.softmax(scores, dim=-1)
     return weights @ value.float(), weights
-'''),
+''', names="don't hard-code a dtype"),
     Bug("scaled_dot_product_attention", "ignores a float mask", '''
 def scaled_dot_product_attention(query, key, value, attn_mask=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
@@ -164,5 +164,5 @@ class SelfAttention(nn.Module):
             scores = scores.masked_fill(attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
         weights = torch.softmax(scores, dim=-1)
         return self.out_proj(weights @ v), weights
-'''),
+''', names="number of tokens"),
 ]

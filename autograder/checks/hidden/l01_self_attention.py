@@ -17,10 +17,11 @@ ATTENTION_OUTPUTS = ("output", "weights")
 
 
 # ----------------------------------------------------------------------------- mistakes
-def _attention(query, key, value, attn_mask=None, scale=None, softmax_dim=-1, invert_mask=False, mask_after=False):
+def _attention(query, key, value, attn_mask=None, scale=None, softmax_dim=-1, invert_mask=False, mask_after=False,
+               key_axes=(-2, -1)):
     """Attention with one knob turned the wrong way, to reproduce a known mistake."""
     scale = 1 / math.sqrt(query.size(-1)) if scale is None else scale
-    scores = query @ key.transpose(-2, -1) * scale  # (..., L, S)
+    scores = query @ key.transpose(*key_axes) * scale  # (..., L, S)
     if attn_mask is not None and not (mask_after and attn_mask.dtype == torch.bool):
         if attn_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attn_mask if invert_mask else attn_mask, float("-inf"))
@@ -42,6 +43,10 @@ def _scale_by_d(q, k, v, attn_mask=None):
 
 def _scale_by_value_size(q, k, v, attn_mask=None):
     return _attention(q, k, v, attn_mask, scale=1 / math.sqrt(v.size(-1)))
+
+
+def _keys_transposed_on_axes_1_2(q, k, v, attn_mask=None):
+    return _attention(q, k, v, attn_mask, key_axes=(1, 2))
 
 
 def _softmax_over_queries(q, k, v, attn_mask=None):
@@ -76,6 +81,8 @@ SDPA_MISTAKES = [
     ("the scale uses the size of the values; it should use the size of the queries and keys, query.size(-1)",
      _scale_by_value_size),
     ("the softmax runs over the queries (dim=-2); it should run over the keys, dim=-1", _softmax_over_queries),
+    ("the keys are transposed on axes 1 and 2, which are the last two only for 3-D inputs: transpose the last two, "
+     "key.transpose(-2, -1), so that 4-D (B, H, S, E) keys work too", _keys_transposed_on_axes_1_2),
     ("the mask works the wrong way round: True means BLOCKED, so fill with -inf where the mask is True (not ~mask)",
      _inverted_mask),
     ("the mask works the wrong way round: True means BLOCKED, so fill with -inf where the mask is True (not ~mask); "
@@ -107,6 +114,9 @@ class _SelfAttentionMistake(SelfAttention):
         if self.variant == "unscaled":
             out, weights = _no_scale(q, k, v, attn_mask)
             return self.out_proj(out), weights
+        if self.variant == "scaled_by_tokens":
+            out, weights = _attention(q, k, v, attn_mask, scale=1 / math.sqrt(x.size(1)))
+            return self.out_proj(out), weights
         raise AssertionError(self.variant)
 
 
@@ -121,6 +131,8 @@ SELF_ATTENTION_MISTAKES = [
      _self_attention_mistake("swapped_qk")),
     ("attn_mask is not passed on to scaled_dot_product_attention", _self_attention_mistake("mask_dropped")),
     ("the scores are not scaled by 1/sqrt(d_model)", _self_attention_mistake("unscaled")),
+    ("the scores are scaled by the number of tokens, 1/sqrt(T); the scale is 1/sqrt(d_k), the size of the "
+     "queries' last axis", _self_attention_mistake("scaled_by_tokens")),
 ]
 
 
