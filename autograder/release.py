@@ -17,9 +17,10 @@ PACKAGE = Path(__file__).resolve().parent
 REPO = PACKAGE.parent
 
 # The package's own files a student may have: the public checks, the runner, the CLI's
-# `check`, and lesson 06's training task (which uses no reference it isn't allowed). Everything else (reference/, checks/hidden/, solutions) is added selectively or never.
+# `check`, lesson 06's training task and lesson 07's text, tokenizer and training loop (which use
+# no reference a student isn't allowed). Everything else (reference/, checks/hidden/, solutions) is added selectively or never.
 STUDENT_FILES = (
-    "__init__.py", "__main__.py", "curriculum.py", "release.py", "reversal.py",
+    "__init__.py", "__main__.py", "curriculum.py", "release.py", "reversal.py", "language_data.py",
     "checks/__init__.py", "checks/runner.py", "checks/compare.py", "checks/properties.py",
     "checks/public.py", "checks/forbidden.py",
     "grading/__init__.py", "grading/child.py", "grading/grade.py", "grading/notebook.py", "grading/progress.py",
@@ -72,6 +73,9 @@ def _write_bundle(folder, notebook, lesson, readme):
     write_student_package(lesson, folder)
     for name in ENVIRONMENT_FILES:
         shutil.copyfile(REPO / name, folder / name)
+    for relative in lesson.data_files:  # the text lesson 07 trains on, where the package looks for it
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / relative, folder / relative)
     (folder / "README.md").write_text(readme)
     return folder
 
