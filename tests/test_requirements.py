@@ -37,6 +37,8 @@ def test_every_probe_tries_a_stated_requirement_and_every_requirement_has_a_publ
     hidden = spec.hidden_probes(("cpu", "cuda"))
     for probe in public + hidden:
         assert probe.get("requirement") in stated, f"{name}: probe {probe['id']!r} tries no stated requirement"
+    ids = [p["id"] for p in hidden]
+    assert len(set(ids)) == len(ids), f"{name}: probe ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}"
     without_public = set(stated) - {p["requirement"] for p in public}
     assert not without_public, f"{name}: no public probe tries {sorted(without_public)}"
     assert all(r.weight > 0 for r in spec.requirements)

@@ -64,6 +64,17 @@ def split_heads(x, num_heads):
     heads = torch.chunk(x, num_heads, dim=-1)
     return torch.stack(heads, dim=2)
 ''', names="(B, T, H, D)"),
+    Bug("split_heads", "never checks that num_heads divides C", '''
+def split_heads(x, num_heads):
+    B, T, C = x.shape
+    return x.reshape(B, T, num_heads, -1).transpose(1, 2)
+''', names="must raise a ValueError"),
+    Bug("split_heads", "asserts instead of raising ValueError", '''
+def split_heads(x, num_heads):
+    B, T, C = x.shape
+    assert C % num_heads == 0, "num_heads must divide d_model"
+    return x.view(B, T, num_heads, C // num_heads).transpose(1, 2)
+''', names="must raise a ValueError"),
     # ------------------------------------------------------------------ merge_heads
     Bug("merge_heads", "reshapes without transposing back", '''
 def merge_heads(x):
@@ -94,7 +105,7 @@ def merge_heads(x):
 def merge_heads(x):
     B, H, T, D = x.shape
     return x.transpose(1, 2).view(B, T, H * D)
-'''),
+''', names="never copies"),
     # ------------------------------------------------------------------ MultiHeadAttention
     Bug("MultiHeadAttention", "averages the weights over the heads", _mha('''
     def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
@@ -297,5 +308,123 @@ def merge_heads(x):
             mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
         out, weights = scaled_dot_product_attention(q, k, v, mask)
         return self.out_proj(merge_heads(out)), (weights if need_weights else None)
-'''), names=""),
+'''), names="view it as (B, H, L, S)"),
+    Bug("MultiHeadAttention", "scales the queries, then calls the scaled attention", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        D = C // self.num_heads
+        q = split_heads(self.q_proj(query), self.num_heads) / math.sqrt(D)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)
+'''), names="scaled twice"),
+    Bug("MultiHeadAttention", "leaves dropout on in eval()", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        if self.dropout > 0:
+            weights = F.dropout(weights, self.dropout)
+            out = weights @ v
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)
+'''), names="dropout is on in eval() mode"),
+    Bug("MultiHeadAttention", "never applies dropout", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)
+'''), names="dropout is never applied"),
+    Bug("MultiHeadAttention", "drops the output instead of the weights", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        out = F.dropout(self.out_proj(merge_heads(out)), self.dropout, training=self.training)
+        return out, (weights if need_weights else None)
+'''), names="dropout is applied to the output"),
+    Bug("MultiHeadAttention", "drops the weights after computing the output", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        weights = F.dropout(weights, self.dropout, training=self.training)
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)
+'''), names="recompute"),
+    Bug("MultiHeadAttention", "builds the padding mask on the CPU", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        S = key.size(1)
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        mask = None
+        if attn_mask is not None:
+            mask = attn_mask.view(B, self.num_heads, L, S) if attn_mask.dim() == 3 else attn_mask
+            if mask.dtype == torch.bool:
+                mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(mask, float("-inf"))
+        if key_padding_mask is not None:
+            padding = torch.zeros(B, 1, 1, S).masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+            mask = padding if mask is None else mask + padding
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        if self.training and self.dropout > 0:
+            weights = F.dropout(weights, self.dropout)
+            out = weights @ v
+        return self.out_proj(merge_heads(out)), (weights if need_weights else None)
+'''), names="meta device"),
+    Bug("MultiHeadAttention", "projects with the weights and biases by hand", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        q = split_heads(query @ self.q_proj.weight.T + self.q_proj.bias, self.num_heads)
+        k = split_heads(key @ self.k_proj.weight.T + self.k_proj.bias, self.num_heads)
+        v = split_heads(value @ self.v_proj.weight.T + self.v_proj.bias, self.num_heads)
+        mask = attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask.view(B, self.num_heads, L, -1)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]
+            mask = padding if mask is None else (mask | padding if mask.dtype == torch.bool else mask.masked_fill(padding, float("-inf")))
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        out = merge_heads(out) @ self.out_proj.weight.T + self.out_proj.bias
+        return out, (weights if need_weights else None)
+'''), names="bias=False"),
 ]

@@ -44,13 +44,32 @@ def probes_for(name, devices=None):
     return specs()[name].hidden_probes(devices or available_devices())
 
 
+# What the reference (and each known mistake) gives on a probe is the same for every student:
+# computed once per process, keyed by the exercise and the probes' ids, which name their inputs.
+_EXPECTED, _MISTAKEN = {}, {}
+
+
+def _key(name, probes):
+    return name, tuple(probe["id"] for probe in probes)
+
+
+def _expected(name, probes):
+    key = _key(name, probes)
+    if key not in _EXPECTED:
+        _EXPECTED[key] = run_probes(specs()[name].reference, probes)
+    return _EXPECTED[key]
+
+
 def report_for(name, probes, got_results):
     """Compare a student's results (plain data) with the reference's; the trusted side of grading."""
     spec = specs()[name]
-    expected = run_probes(spec.reference, probes)
+    expected = _expected(name, probes)
 
     def mistakes_for(i):
-        return [(hint, run_probe(wrong, probes[i])) for hint, wrong in spec.mistakes]
+        key = (*_key(name, probes), i)
+        if key not in _MISTAKEN:
+            _MISTAKEN[key] = [(hint, run_probe(wrong, probes[i])) for hint, wrong in spec.mistakes]
+        return _MISTAKEN[key]
 
     return check_probes(name, probes, got_results, expected, mistakes_for, spec.tolerance, spec.requirement_table())
 

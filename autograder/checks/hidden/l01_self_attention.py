@@ -182,7 +182,7 @@ def sdpa_public_probes():
                         (1, 2, 4, 4), seed=45, mask=random_bool_mask(1, 2, 3, 4, seed=46)),
         ]),
         *requiring("dtype-device", [
-            _sdpa_probe("float64", "float64 inputs", (2, 3, 4), (2, 4, 4), (2, 4, 4), seed=60, dtype="float64"),
+            _sdpa_probe("float64-small", "float64 inputs", (2, 3, 4), (2, 4, 4), (2, 4, 4), seed=60, dtype="float64"),
             _sdpa_probe("meta", "inputs on the meta device", (2, 3, 4), (2, 5, 4), (2, 5, 6), seed=65, device="meta"),
         ]),
         *requiring("gradients", [
@@ -224,7 +224,7 @@ def sdpa_hidden_probes(devices=("cpu",)):
                                     mask=random_bool_mask(3, 5, seed=221)), device) for device in devices if device != "cpu"],
         ]),
         *requiring("gradients", [
-            with_gradients(_sdpa_probe("grad", "batch 2, L=3, S=5", (2, 3, 4), (2, 5, 4), (2, 5, 4), seed=200),
+            with_gradients(_sdpa_probe("grad-batched", "batch 2, L=3, S=5", (2, 3, 4), (2, 5, 4), (2, 5, 4), seed=200),
                            scaled_dot_product_attention, seed=202),
             with_gradients(_sdpa_probe("grad-wide", "batch 1, L=S=6, d_k=8", (1, 6, 8), (1, 6, 8), (1, 6, 8), seed=210),
                            scaled_dot_product_attention, seed=212),
@@ -263,7 +263,7 @@ def self_attention_public_probes():
         *requiring("mask", [_self_attention_probe("causal", "a causal mask, True above the diagonal", 2, 4, 8, seed=2,
                                                   mask=torch.ones(4, 4, dtype=torch.bool).triu(1))]),
         *requiring("dtype-device", [
-            _self_attention_probe("float64", "float64 input and weights", 2, 3, 8, seed=3, dtype="float64"),
+            _self_attention_probe("float64-small", "float64 input and weights", 2, 3, 8, seed=3, dtype="float64"),
             _self_attention_probe("meta", "input and weights on the meta device", 2, 3, 8, seed=4, device="meta"),
         ]),
         *requiring("gradients", [with_gradients(_self_attention_probe("grad", "batch 2, 3 tokens", 2, 3, 8, seed=5),
@@ -289,7 +289,8 @@ def self_attention_hidden_probes(devices=("cpu",)):
               for device in devices if device != "cpu"],
         ]),
         *requiring("gradients", [
-            with_gradients(_self_attention_probe("grad", "batch 2, 5 tokens", 2, 5, 8, seed=17), SelfAttention, seed=18),
+            with_gradients(_self_attention_probe("grad-longer", "batch 2, 5 tokens", 2, 5, 8, seed=17), SelfAttention,
+                           seed=18),
         ]),
     ]
     return self_attention_public_probes() + probes
