@@ -25,6 +25,7 @@ class Lesson:
     title: str
     reference_module: str  # the module of autograder/reference/ that answers this lesson
     exercises: tuple = field(default_factory=tuple)
+    data_files: tuple = ()  # files of the repository the lesson reads (its release bundle carries them)
 
     @property
     def number(self):
@@ -86,6 +87,21 @@ LESSONS = {
             Exercise("noam_lr", 1, "function"),
             Exercise("greedy_decode", 3, "function"),
         )),
+        Lesson("07_language_model", "A language model on real text", "language_model", (
+            Exercise("make_lm_examples", 1, "function"),
+            Exercise("DecoderOnlyLM", 2, "module", _TRANSFORMER_BUILTINS),
+            Exercise("cached_self_attention", 2, "function", _TRANSFORMER_BUILTINS),
+            Exercise("next_token_probs", 2, "function"),
+            Exercise("generate", 2, "function", calls=("next_token_probs",)),
+            Exercise("perplexity", 1, "function", calls=("make_lm_examples",)),
+        ), data_files=("data/shakespeare/shakespeare.txt",)),
+        Lesson("08_modern_transformer", "The modern Transformer", "modern", (
+            Exercise("RMSNorm", 1, "module", ("RMSNorm", "rms_norm")),
+            Exercise("SwiGLU", 1, "module"),
+            Exercise("apply_rotary", 2, "function"),
+            Exercise("GroupedQueryAttention", 3, "module", _ATTENTION_BUILTINS, calls=("apply_rotary",)),
+            Exercise("flash_attention", 3, "function", _ATTENTION_BUILTINS),
+        ), data_files=("data/shakespeare/shakespeare.txt",)),
     )
 }
 

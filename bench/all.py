@@ -7,7 +7,8 @@
 
 Sections: nbval (seconds per solution notebook, bench/notebooks.py), grade (the trusted
 grader on each solution notebook, bench/notebooks.py), reversal (lesson 06's training over
-three seeds, bench/reversal.py), nn (reference vs torch.nn speed, bench/nn_speed.py). Each
+three seeds, bench/reversal.py), nn (reference vs torch.nn speed, bench/nn_speed.py), modern
+(lesson 08's block-wise attention: error, memory, speed; bench/modern.py). Each
 prints its details as it goes; the summary table at the end has one row per figure.
 Nothing is asserted. The slow nbgrader-vs-trusted comparison is separate: bench/grading.py
 (`make bench-grading`).
@@ -21,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's autograder, installed or not
 
-from bench import nn_speed, notebooks, reversal  # noqa: E402
+from bench import modern, nn_speed, notebooks, reversal  # noqa: E402
 from bench.report import load_text, machine, summary  # noqa: E402
 
-SECTIONS = ("nbval", "grade", "reversal", "nn")
+SECTIONS = ("nbval", "grade", "reversal", "nn", "modern")
 
 
 def main(argv=None):
@@ -35,9 +36,11 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="lesson 06 training runs (--quick: 0)")
     notebooks.add_arguments(parser)
     nn_speed.add_arguments(parser)
+    modern.add_arguments(parser)
     args = parser.parse_args(argv)
     notebooks.quicken(args)
     nn_speed.quicken(args)
+    modern.quicken(args)
     if args.quick and args.seeds == [0, 1, 2]:
         args.seeds = [0]
 
@@ -55,8 +58,10 @@ def main(argv=None):
             found += notebooks.run_grade(args.runs)
         elif section == "reversal":
             found += reversal.rows(reversal.train_seeds(args.seeds))
-        else:
+        elif section == "nn":
             found += nn_speed.run(args)
+        else:
+            found += modern.run(args)
     minutes = (time.perf_counter() - started) / 60
     print("\n=== summary " + "=" * 60)
     print(f"{machine()}; {load_text()} at the end; {minutes:.1f} min in all")

@@ -16,10 +16,11 @@
    up to --memory-real-up-to the same count is also taken on real CPU tensors, and the two
    must agree. A CPU allocator has no peak statistic to ask; on a CUDA device
    torch.cuda.max_memory_allocated gives the allocator's own figure beside it.
-3. Speed: forward only, no gradients, L = S = 4096, B=1, H=8, D=64, float32: flash_attention
-   (block 128) and lesson 01's attention, each relative to F.scaled_dot_product_attention
-   (whose CPU kernel is a fused, blocked FlashAttention-style loop in C++). Medians over rounds
-   taken A B C A B C ...; a shared 2-core machine makes these noisy. Reported, no target.
+3. Speed: forward only, no gradients, L = S = 4096, B=1, H=8, D=64, float32, without and with
+   the causal mask: flash_attention (block 128) and lesson 01's attention, each relative to
+   F.scaled_dot_product_attention (whose CPU kernel is a fused, tiled FlashAttention-style
+   loop in C++). Medians over rounds taken A B C A B C ...; a shared 2-core machine makes
+   these noisy. Reported, no target.
 
 Nothing is asserted: the figures are for people to read.
 """
@@ -47,6 +48,7 @@ HEADS, HEAD_DIM, BLOCK = 8, 64, 128
 MEMORY_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 SPEED_LENGTH = 4096
 MiB = 2**20
+FLASH_NAME = f"flash_attention (block {BLOCK})"
 
 
 # ----------------------------------------------------------------------------- memory accounting
@@ -143,14 +145,21 @@ def max_errors(dtype):
 
 # ----------------------------------------------------------------------------- speed
 def speed(rounds, threads):
-    """Median seconds per forward of each contender at L = S = 4096, rounds interleaved."""
+    """Median seconds per forward of each contender at L = S = 4096, without and with the causal mask.
+
+    Returns {(mask, contender): seconds}; the rounds run every contender in turn, A B C ... A B C ...
+    """
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, HEADS, SPEED_LENGTH, HEAD_DIM) for _ in range(3))
+    mask = causal_mask(SPEED_LENGTH)  # (L, S), True = blocked, for lesson 01's attention
     contenders = {
-        "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(q, k, v),
-        f"flash_attention (block {BLOCK})": lambda: flash_attention(q, k, v, block_size=BLOCK),
-        "lesson 01 attention": lambda: scaled_dot_product_attention(q, k, v)[0],
+        ("no mask", "F.scaled_dot_product_attention"): lambda: F.scaled_dot_product_attention(q, k, v),
+        ("no mask", FLASH_NAME): lambda: flash_attention(q, k, v, block_size=BLOCK),
+        ("no mask", "lesson 01 attention"): lambda: scaled_dot_product_attention(q, k, v)[0],
+        ("causal", "F.scaled_dot_product_attention"): lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        ("causal", FLASH_NAME): lambda: flash_attention(q, k, v, causal=True, block_size=BLOCK),
+        ("causal", "lesson 01 attention"): lambda: scaled_dot_product_attention(q, k, v, mask)[0],
     }
     times = {name: [] for name in contenders}
     with torch.no_grad():
@@ -209,21 +218,25 @@ def run(args):
     print(f"\n3. Speed: forward, no gradients, L = S = {SPEED_LENGTH}, B=1 H={HEADS} D={HEAD_DIM} float32, "
           f"{args.flash_threads} CPU thread(s), median of {args.flash_rounds} rounds")
     seconds = speed(args.flash_rounds, args.flash_threads)
-    torch_s = seconds["F.scaled_dot_product_attention"]
-    print(table(["", "ms", "relative to F"],
-                [(name, f"{1e3 * s:.0f}", f"{s / torch_s:.2f}x") for name, s in seconds.items()],
-                align=["<", ">", ">"]))
-    print("Why flash_attention is slower than F's kernel on a CPU: both walk the keys block by block, but F's C++ "
-          "loop keeps a block's scores in cache and fuses the max, exp, sum and rescaling into one pass, while "
-          "the Python version runs each of them as a separate PyTorch operation over the whole (L, block) "
-          "tensor, through memory, plus Python overhead per block. It is about memory, not speed: the point is "
-          "the algorithm. Lesson 01's attention does fewer, larger operations but writes and reads two (L, S) "
-          "tensors.")
-    flash_name = f"flash_attention (block {BLOCK})"
-    rows.append(Row("lesson 08 flash_attention", f"time / F.scaled_dot_product_attention, CPU forward, L=S={SPEED_LENGTH}",
-                    f"{seconds[flash_name] / torch_s:.2f}x",
-                    f"lesson 01 attention {seconds['lesson 01 attention'] / torch_s:.2f}x; "
-                    f"{args.flash_threads} thread(s); noisy on a shared machine; no target"))
+    print(table(["mask", "", "ms", "relative to F"],
+                [(mask, name, f"{1e3 * s:.0f}", f"{s / seconds[(mask, 'F.scaled_dot_product_attention')]:.2f}x")
+                 for (mask, name), s in seconds.items()], align=["<", "<", ">", ">"]))
+    print("Why flash_attention is slower than F's kernel on a CPU: both walk through the keys block by block, but "
+          "F's C++ loop splits the queries too, into tiles whose scores stay in the CPU's cache, and fuses the max, "
+          "exp, sum and rescaling into one pass over each tile; the Python version runs each step as a separate "
+          "PyTorch operation over a whole (L, block) tensor, through main memory, with Python in between. With the "
+          "causal mask F also skips the tiles above the diagonal (about half the work), while flash_attention "
+          "computes every block for every query and masks it (it could leave out, in each block, the queries that "
+          "see none of its keys; the course keeps the simpler loop). The point of flash_attention is the algorithm "
+          "and its memory, not speed. Lesson 01's attention does fewer, larger operations but writes and reads "
+          "whole (L, S) tensors.")
+    for mask in ("no mask", "causal"):
+        torch_s = seconds[(mask, "F.scaled_dot_product_attention")]
+        rows.append(Row("lesson 08 flash_attention",
+                        f"time / F.scaled_dot_product_attention, CPU forward, {mask}, L=S={SPEED_LENGTH}",
+                        f"{seconds[(mask, FLASH_NAME)] / torch_s:.2f}x",
+                        f"lesson 01 attention {seconds[(mask, 'lesson 01 attention')] / torch_s:.2f}x; "
+                        f"{args.flash_threads} thread(s); noisy on a shared machine; no target"))
     print(f"After: {load_text()}")
     return rows
 

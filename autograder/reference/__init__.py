@@ -7,7 +7,16 @@ Every graded exercise of ../../shared/CURRICULUM.md is importable from here, e.g
 from .attention import SelfAttention, scaled_dot_product_attention
 from .decoder import Decoder, DecoderLayer, causal_mask, padding_mask
 from .encoder import Encoder, EncoderLayer, PositionwiseFeedForward
+from .language_model import (
+    DecoderOnlyLM,
+    cached_self_attention,
+    generate,
+    make_lm_examples,
+    next_token_probs,
+    perplexity,
+)
 from .model import Transformer, count_parameters, greedy_decode, noam_lr
+from .modern import GroupedQueryAttention, RMSNorm, SwiGLU, apply_rotary, flash_attention
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .positional import (
     LearnedPositionalEmbedding,
@@ -25,4 +34,6 @@ __all__ = [
     "PositionwiseFeedForward", "EncoderLayer", "Encoder",
     "causal_mask", "padding_mask", "DecoderLayer", "Decoder",
     "Transformer", "count_parameters", "noam_lr", "greedy_decode",
+    "make_lm_examples", "DecoderOnlyLM", "cached_self_attention", "next_token_probs", "generate", "perplexity",
+    "RMSNorm", "SwiGLU", "apply_rotary", "GroupedQueryAttention", "flash_attention",
 ]

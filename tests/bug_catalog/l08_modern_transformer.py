@@ -1,0 +1,382 @@
+"""Wrong answers for lesson 08: RMSNorm, SwiGLU, apply_rotary, GroupedQueryAttention and flash_attention."""
+
+from . import PRELUDE as BASE_PRELUDE
+from . import Bug
+
+# The lesson's setup cell imports the earlier lessons' pieces from the reference, as the grader's
+# sandbox does; within the lesson, GroupedQueryAttention calls apply_rotary: the reference's here.
+# Each module bug's __init__ is the one the notebook gives.
+PRELUDE = BASE_PRELUDE + '''
+from autograder.reference import merge_heads, scaled_dot_product_attention, split_heads, apply_rotary
+'''
+
+_RMS_INIT = '''
+class RMSNorm(nn.Module):
+    """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g: LayerNorm without the mean and without the bias."""
+
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))  # g: one gain per feature
+'''
+
+_SWIGLU_INIT = '''
+class SwiGLU(nn.Module):
+    """FFN_SwiGLU(x) = W_down(SiLU(W_gate x) * W_up x): a feed-forward network whose hidden units are gated."""
+
+    def __init__(self, d_model, d_ff, bias=False):
+        super().__init__()
+        self.w_gate = nn.Linear(d_model, d_ff, bias=bias)
+        self.w_up = nn.Linear(d_model, d_ff, bias=bias)
+        self.w_down = nn.Linear(d_ff, d_model, bias=bias)
+'''
+
+_GQA_INIT = '''
+class GroupedQueryAttention(nn.Module):
+    """Self-attention whose num_heads query heads share num_kv_heads key/value heads, in groups of neighbours."""
+
+    def __init__(self, d_model, num_heads, num_kv_heads, bias=False, rotary=True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        if num_kv_heads < 1 or num_heads % num_kv_heads:
+            raise ValueError(f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}")
+        head_dim = d_model // num_heads
+        if rotary and head_dim % 2:
+            raise ValueError(f"rotary embeddings need an even head size, got d_model / num_heads = {head_dim}")
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.rotary = rotary
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
+        self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+'''
+
+_FLASH_HEAD = '''
+def flash_attention(query, key, value, causal=False, block_size=128):
+    if block_size < 1:
+        raise ValueError(f"block_size must be at least 1, got {block_size}")
+    L, D = query.shape[-2:]
+    S = key.size(-2)
+    q = query / math.sqrt(D)  # scaled once: (..., L, D)
+    row_max = query.new_full((*query.shape[:-1], 1), float("-inf"))  # m: (..., L, 1)
+    row_sum = query.new_zeros((*query.shape[:-1], 1))  # l: (..., L, 1)
+    acc = query.new_zeros((*query.shape[:-1], value.size(-1)))  # o: (..., L, Dv)
+'''
+
+
+def _flash(loop):
+    return _FLASH_HEAD + loop
+
+
+_GOOD_LOOP_START = '''
+    if causal:
+        last_key = torch.arange(L, device=query.device)[:, None] + (S - L)
+    for start in range(0, S, block_size):
+        stop = min(start + block_size, S)
+        scores = q @ key[..., start:stop, :].transpose(-2, -1)
+        if causal:
+            scores = scores.masked_fill(torch.arange(start, stop, device=query.device) > last_key, float("-inf"))
+        new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))
+        shift = new_max.masked_fill(torch.isneginf(new_max), 0.0)
+        probs = torch.exp(scores - shift)
+        rescale = torch.exp(row_max - shift)
+'''
+
+_GOOD_END = '''
+        row_max = new_max
+    return acc / row_sum.masked_fill(row_sum == 0, 1.0)
+'''
+
+BUGS = [
+    # ------------------------------------------------------------------ RMSNorm
+    Bug("RMSNorm", "mean square over axis 1", _RMS_INIT + '''
+    def forward(self, x):
+        rms = torch.sqrt(x.pow(2).mean(dim=1, keepdim=True) + self.eps)
+        return x / rms * self.weight
+''', names="wrong axis"),
+    Bug("RMSNorm", "eps outside the square root", _RMS_INIT + '''
+    def forward(self, x):
+        return self.weight * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
+''', names="outside the square root"),
+    Bug("RMSNorm", "subtracts the mean (LayerNorm)", _RMS_INIT + '''
+    def forward(self, x):
+        x = x - x.mean(dim=-1, keepdim=True)
+        rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return x / rms * self.weight
+''', names="LayerNorm by another name"),
+    Bug("RMSNorm", "forgets the gain", _RMS_INIT + '''
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+''', names="self.weight"),
+    Bug("RMSNorm", "hard-codes float32", _RMS_INIT + '''
+    def forward(self, x):
+        x = x.float()
+        return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight.float()
+''', names="float64"),
+    Bug("RMSNorm", "eps as a new CPU tensor", _RMS_INIT + '''
+    def forward(self, x):
+        eps = torch.full((1,), self.eps)
+        return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * self.weight
+''', names="meta device"),
+    # ------------------------------------------------------------------ SwiGLU
+    Bug("SwiGLU", "SiLU on the up branch", _SWIGLU_INIT + '''
+    def forward(self, x):
+        return self.w_down(self.w_gate(x) * F.silu(self.w_up(x)))
+''', names="wrong branch"),
+    Bug("SwiGLU", "GELU feed-forward network, no gate", _SWIGLU_INIT + '''
+    def forward(self, x):
+        return self.w_down(F.gelu(self.w_gate(x)))
+''', names="plain GELU network"),
+    Bug("SwiGLU", "GELU gate", _SWIGLU_INIT + '''
+    def forward(self, x):
+        hidden = F.gelu(self.w_gate(x)) * self.w_up(x)
+        return self.w_down(hidden)
+''', names="gate uses GELU"),
+    Bug("SwiGLU", "sigmoid gate (GLU)", _SWIGLU_INIT + '''
+    def forward(self, x):
+        return self.w_down(torch.sigmoid(self.w_gate(x)) * self.w_up(x))
+''', names="sigmoid"),
+    Bug("SwiGLU", "SiLU on both branches", _SWIGLU_INIT + '''
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_gate(x)) * F.silu(self.w_up(x)))
+''', names="both branches"),
+    # ------------------------------------------------------------------ apply_rotary
+    Bug("apply_rotary", "rotates halves (i, i + D/2)", '''
+def apply_rotary(x, positions=None, base=10000.0):
+    T, D = x.shape[-2:]
+    if D % 2:
+        raise ValueError(f"D must be even, got {D}")
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    freqs = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)
+    angles = positions.to(torch.float64)[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+''', names="two halves"),
+    Bug("apply_rotary", "exponent i/D", '''
+def apply_rotary(x, positions=None, base=10000.0):
+    T, D = x.shape[-2:]
+    if D % 2:
+        raise ValueError(f"D must be even, got {D}")
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    freqs = 1.0 / base ** (torch.arange(D // 2, device=x.device, dtype=torch.float64) / D)
+    angles = positions.to(torch.float64)[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+''', names="exponent is i/D"),
+    Bug("apply_rotary", "rotates the wrong way", '''
+def apply_rotary(x, positions=None, base=10000.0):
+    T, D = x.shape[-2:]
+    if D % 2:
+        raise ValueError(f"D must be even, got {D}")
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    freqs = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)
+    angles = positions.to(torch.float64)[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos + odd * sin, odd * cos - even * sin], dim=-1).flatten(-2)
+''', names="wrong way"),
+    Bug("apply_rotary", "ignores positions", '''
+def apply_rotary(x, positions=None, base=10000.0):
+    T, D = x.shape[-2:]
+    if D % 2:
+        raise ValueError(f"D must be even, got {D}")
+    pos = torch.arange(T, device=x.device, dtype=torch.float64)
+    freqs = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)
+    angles = pos[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+''', names="positions are ignored"),
+    Bug("apply_rotary", "default positions from 1", '''
+def apply_rotary(x, positions=None, base=10000.0):
+    T, D = x.shape[-2:]
+    if D % 2:
+        raise ValueError(f"D must be even, got {D}")
+    if positions is None:
+        positions = torch.arange(1, T + 1, device=x.device)
+    freqs = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)
+    angles = positions.to(torch.float64)[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+''', names="positions start at 1"),
+    Bug("apply_rotary", "no ValueError for an odd D", '''
+def apply_rotary(x, positions=None, base=10000.0):
+    T, D = x.shape[-2:]
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    freqs = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)
+    angles = positions.to(torch.float64)[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+''', names="must raise a ValueError"),
+    Bug("apply_rotary", "unpacks (B, T, D)", '''
+def apply_rotary(x, positions=None, base=10000.0):
+    B, T, D = x.shape
+    if D % 2:
+        raise ValueError(f"D must be even, got {D}")
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    freqs = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)
+    angles = positions.to(torch.float64)[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+''', names="any number of leading axes"),
+    Bug("apply_rotary", "positions made on the CPU", '''
+def apply_rotary(x, positions=None, base=10000.0):
+    T, D = x.shape[-2:]
+    if D % 2:
+        raise ValueError(f"D must be even, got {D}")
+    if positions is None:
+        positions = torch.arange(T)
+    freqs = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angles = positions.to(torch.float64)[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+''', names="meta device"),
+    # ------------------------------------------------------------------ GroupedQueryAttention
+    Bug("GroupedQueryAttention", "repeat instead of repeat_interleave", _GQA_INIT + '''
+    def forward(self, x, attn_mask=None, positions=None):
+        q = split_heads(self.q_proj(x), self.num_heads)
+        k = split_heads(self.k_proj(x), self.num_kv_heads)
+        v = split_heads(self.v_proj(x), self.num_kv_heads)
+        if self.rotary:
+            q, k = apply_rotary(q, positions), apply_rotary(k, positions)
+        group = self.num_heads // self.num_kv_heads
+        k = k.repeat(1, group, 1, 1)
+        v = v.repeat(1, group, 1, 1)
+        out, weights = scaled_dot_product_attention(q, k, v, attn_mask)
+        return self.out_proj(merge_heads(out)), weights
+''', names="wrong order"),
+    Bug("GroupedQueryAttention", "rotates the values", _GQA_INIT + '''
+    def forward(self, x, attn_mask=None, positions=None):
+        q = split_heads(self.q_proj(x), self.num_heads)
+        k = split_heads(self.k_proj(x), self.num_kv_heads)
+        v = split_heads(self.v_proj(x), self.num_kv_heads)
+        if self.rotary:
+            q, k, v = apply_rotary(q, positions), apply_rotary(k, positions), apply_rotary(v, positions)
+        group = self.num_heads // self.num_kv_heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        out, weights = scaled_dot_product_attention(q, k, v, attn_mask)
+        return self.out_proj(merge_heads(out)), weights
+''', names="values are rotated"),
+    Bug("GroupedQueryAttention", "positions not passed on", _GQA_INIT + '''
+    def forward(self, x, attn_mask=None, positions=None):
+        q = split_heads(self.q_proj(x), self.num_heads)
+        k = split_heads(self.k_proj(x), self.num_kv_heads)
+        v = split_heads(self.v_proj(x), self.num_kv_heads)
+        if self.rotary:
+            q, k = apply_rotary(q), apply_rotary(k)
+        group = self.num_heads // self.num_kv_heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        out, weights = scaled_dot_product_attention(q, k, v, attn_mask)
+        return self.out_proj(merge_heads(out)), weights
+''', names="positions are not passed on"),
+    Bug("GroupedQueryAttention", "never rotates", _GQA_INIT + '''
+    def forward(self, x, attn_mask=None, positions=None):
+        q = split_heads(self.q_proj(x), self.num_heads)
+        k = split_heads(self.k_proj(x), self.num_kv_heads).repeat_interleave(self.num_heads // self.num_kv_heads, 1)
+        v = split_heads(self.v_proj(x), self.num_kv_heads).repeat_interleave(self.num_heads // self.num_kv_heads, 1)
+        out, weights = scaled_dot_product_attention(q, k, v, attn_mask)
+        return self.out_proj(merge_heads(out)), weights
+''', names="not rotated"),
+    Bug("GroupedQueryAttention", "forgets the mask", _GQA_INIT + '''
+    def forward(self, x, attn_mask=None, positions=None):
+        q = split_heads(self.q_proj(x), self.num_heads)
+        k = split_heads(self.k_proj(x), self.num_kv_heads)
+        v = split_heads(self.v_proj(x), self.num_kv_heads)
+        if self.rotary:
+            q, k = apply_rotary(q, positions), apply_rotary(k, positions)
+        group = self.num_heads // self.num_kv_heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        out, weights = scaled_dot_product_attention(q, k, v)
+        return self.out_proj(merge_heads(out)), weights
+''', names="attn_mask is not passed on"),
+    Bug("GroupedQueryAttention", "rotates before splitting the heads", _GQA_INIT + '''
+    def forward(self, x, attn_mask=None, positions=None):
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, C), (B, T, H_kv * D) x 2
+        if self.rotary:
+            q, k = apply_rotary(q, positions), apply_rotary(k, positions)
+        q = split_heads(q, self.num_heads)
+        k = split_heads(k, self.num_kv_heads)
+        v = split_heads(v, self.num_kv_heads)
+        group = self.num_heads // self.num_kv_heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        out, weights = scaled_dot_product_attention(q, k, v, attn_mask)
+        return self.out_proj(merge_heads(out)), weights
+''', names="before split_heads"),
+    # ------------------------------------------------------------------ flash_attention
+    Bug("flash_attention", "accumulator not rescaled", _flash(_GOOD_LOOP_START + '''
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc + probs @ value[..., start:stop, :]
+''' + _GOOD_END), names="accumulator is not rescaled"),
+    Bug("flash_attention", "running sum not rescaled", _flash(_GOOD_LOOP_START + '''
+        row_sum = row_sum + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:stop, :]
+''' + _GOOD_END), names="running sum is not rescaled"),
+    Bug("flash_attention", "drops the last partial block", _flash('''
+    if causal:
+        last_key = torch.arange(L, device=query.device)[:, None] + (S - L)
+    for b in range(S // block_size):
+        start, stop = b * block_size, (b + 1) * block_size
+        scores = q @ key[..., start:stop, :].transpose(-2, -1)
+        if causal:
+            scores = scores.masked_fill(torch.arange(start, stop, device=query.device) > last_key, float("-inf"))
+        new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))
+        shift = new_max.masked_fill(torch.isneginf(new_max), 0.0)
+        probs = torch.exp(scores - shift)
+        rescale = torch.exp(row_max - shift)
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:stop, :]
+''' + _GOOD_END), names="last partial block is dropped"),
+    Bug("flash_attention", "causal mask aligned top left", _flash(
+        _GOOD_LOOP_START.replace("[:, None] + (S - L)", "[:, None]") + '''
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:stop, :]
+''' + _GOOD_END), names="top left"),
+    Bug("flash_attention", "builds the whole score matrix", _flash('''
+    scores_all = q @ key.transpose(-2, -1)  # (..., L, S)
+    if causal:
+        blocked = torch.ones(L, S, dtype=torch.bool, device=query.device).triu(S - L + 1)
+        scores_all = scores_all.masked_fill(blocked, float("-inf"))
+    for start in range(0, S, block_size):
+        scores = scores_all[..., start:start + block_size]
+        new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))
+        shift = new_max.masked_fill(torch.isneginf(new_max), 0.0)
+        probs = torch.exp(scores - shift)
+        rescale = torch.exp(row_max - shift)
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:start + block_size, :]
+''' + _GOOD_END), names="never the whole L x S matrix"),
+    Bug("flash_attention", "NaN for rows that see no key", _flash('''
+    if causal:
+        last_key = torch.arange(L, device=query.device)[:, None] + (S - L)
+    for start in range(0, S, block_size):
+        stop = min(start + block_size, S)
+        scores = q @ key[..., start:stop, :].transpose(-2, -1)
+        if causal:
+            scores = scores.masked_fill(torch.arange(start, stop, device=query.device) > last_key, float("-inf"))
+        new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))
+        probs = torch.exp(scores - new_max)
+        rescale = torch.exp(row_max - new_max)
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:stop, :]
+        row_max = new_max
+    return acc / row_sum
+'''), names="is NaN"),
+    Bug("flash_attention", "causal positions made on the CPU", _flash(
+        _GOOD_LOOP_START.replace(", device=query.device", "") + '''
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:stop, :]
+''' + _GOOD_END), names="meta device"),
+]
