@@ -439,6 +439,22 @@ def test_positional_encoding_rejects_long_sequences():
         module(torch.zeros(1, 11, D_MODEL))
 
 
+def test_positional_encoding_drops_out_the_sum_where_pytorch_does(device):
+    """Dropout comes after the addition, as nn.Dropout applied to x + pe (PyTorch's own tutorial module):
+    off in eval mode, every value dropped at dropout=1.0, and the same entries kept under the same seed."""
+    x = rand(BATCH, 6, D_MODEL, device=device, dtype=torch.float32)
+    module = PositionalEncoding(D_MODEL, max_len=10, dropout=0.5).to(device)
+    summed = x + module.pe[:6]  # (B, T, C)
+    assert_close(module.eval()(x), summed, **tol(torch.float32))
+    torch.manual_seed(7)
+    dropped = module.train()(x)
+    torch.manual_seed(7)
+    assert_close(dropped, nn.Dropout(0.5).train()(summed), **tol(torch.float32))
+    everything = PositionalEncoding(D_MODEL, max_len=10, dropout=1.0).to(device).train()
+    assert torch.equal(everything(x), nn.Dropout(1.0).train()(summed))
+    assert torch.equal(everything(x), torch.zeros_like(x))
+
+
 def test_relative_position_matrix_moves_positions(dtype):
     with default_dtype(dtype):
         pe = sinusoidal_positional_encoding(200, 16)
@@ -672,6 +688,38 @@ def test_transformer_matches_torch(norm_first, activation, device, dtype):
         assert_close(grad, expected_grads[name], **tolerance, msg=lambda m, name=name: f"gradient of {name}: {m}")
 
 
+@NORMS
+def test_transformer_drops_out_where_torch_does(norm_first, device, dtype):
+    """With dropout=1.0 in training mode every value dropout acts on is zero, so the logits show where it
+    is applied. Ours must equal nn.Transformer's layers, every dropout of theirs at 1.0, between our
+    embeddings and generator, with dropout applied to each embedding-plus-positions sum (as in PyTorch's
+    tutorial): nowhere else. (With a rate of 0.5, eval mode switches it all off: test_transformer_matches_torch.)"""
+    ours = Transformer(SRC_VOCAB, TGT_VOCAB, D_MODEL, HEADS, num_layers=2, d_ff=D_FF, max_len=16,
+                       norm_first=norm_first, pad_id=PAD, dropout=1.0)
+    theirs = randomize_(torch_transformer(D_MODEL, HEADS, 2, D_FF, norm_first))
+    copy_transformer_from_torch(ours, theirs)
+    for module in theirs.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 1.0
+        if isinstance(module, nn.MultiheadAttention):
+            module.dropout = 1.0
+    ours, theirs = ours.to(device, dtype).train(), theirs.to(device, dtype).train()
+    src = token_batch(SRC_VOCAB, [7, 4], 7, device)
+    tgt = token_batch(TGT_VOCAB, [3, 6], 6, device)
+    src_kpm, tgt_kpm = padding_mask(src, PAD), padding_mask(tgt, PAD)
+
+    def embedded(embed, tokens):
+        return F.dropout(embed(tokens) + ours.pos_enc.pe[: tokens.size(1)], p=1.0, training=True)  # (B, T, C)
+
+    logits = ours(src, tgt, src_key_padding_mask=src_kpm, tgt_key_padding_mask=tgt_kpm)
+    hidden = theirs(embedded(ours.src_embed, src), embedded(ours.tgt_embed, tgt),
+                    tgt_mask=causal_mask(tgt.size(1), device=device), src_key_padding_mask=src_kpm,
+                    tgt_key_padding_mask=tgt_kpm, memory_key_padding_mask=src_kpm)
+    assert_close(logits, ours.generator(hidden), **tol(dtype, stack=True))
+    # Every position of every example is the same: nothing of the input survives all that dropout.
+    assert_close(logits, logits[:1, :1].expand_as(logits), **tol(dtype, stack=True))
+
+
 def expected_parameter_count(vocab, d, d_ff, num_layers, norm_first, shared):
     attention = 4 * (d * d + d)
     feed_forward = (d * d_ff + d_ff) + (d_ff * d + d)
@@ -840,6 +888,32 @@ def test_multi_head_attention_dropout_only_in_training(device):
     assert_close(weights[kept], 2 * expected_weights[kept])
 
 
+def test_multi_head_attention_drops_the_weights_where_torch_does(device, dtype):
+    """With dropout=1.0 in training mode, dropout is deterministic: every value it acts on is zero.
+    nn.MultiheadAttention drops the attention weights, before they mix the values, and returns the
+    dropped ones: all zero, and an output of out_proj's bias alone. Ours must agree, with and
+    without the weights (torch takes another code path without them)."""
+    theirs = randomize_(nn.MultiheadAttention(D_MODEL, HEADS, dropout=1.0, batch_first=True)).to(device, dtype)
+    ours = MultiHeadAttention(D_MODEL, HEADS, dropout=1.0).to(device, dtype)
+    copy_from_torch(ours, theirs)
+    ours.train(), theirs.train()
+    query = rand(BATCH, 3, D_MODEL, device=device, dtype=dtype)
+    memory = rand(BATCH, 5, D_MODEL, device=device, dtype=dtype)
+    masks = {"key_padding_mask": trailing_padding([5, 2], 5).to(device)}
+
+    out, weights = ours(query, memory, memory, **masks)
+    expected, expected_weights = theirs(query, memory, memory, **masks, average_attn_weights=False)
+    assert weights.shape == (BATCH, HEADS, 3, 5) and not weights.any()
+    assert_close(weights, expected_weights, **tol(dtype))
+    assert_close(out, expected, **tol(dtype))
+    assert_close(out, theirs.out_proj.bias.expand_as(out), **tol(dtype))
+
+    out, none = ours(query, memory, memory, **masks, need_weights=False)
+    expected, _ = theirs(query, memory, memory, **masks, need_weights=False)
+    assert none is None
+    assert_close(out, expected, **tol(dtype))
+
+
 def test_feed_forward_dropout_only_in_training(device):
     noisy = PositionwiseFeedForward(D_MODEL, D_FF, dropout=0.5).to(device)
     plain = PositionwiseFeedForward(D_MODEL, D_FF, dropout=0.0).to(device)
@@ -861,3 +935,110 @@ def test_encoder_layer_dropout_only_in_training(device):
     noisy.train()
     assert not torch.allclose(noisy(x), expected)
     assert not torch.allclose(noisy(x), noisy(x))
+
+
+# ---------------------------------------------------------------------------------------
+# 04 and 05: dropout exactly where torch.nn's encoder and decoder drop
+# ---------------------------------------------------------------------------------------
+# With dropout=1.0 in training mode every dropped value is zero, deterministically: a layer that
+# drops where PyTorch does not (or not where it does) differs from it. The weights are random, so
+# that a sublayer whose output escaped dropout would add at least its output bias.
+
+
+def with_dropout_one(theirs, ours, device, dtype):
+    """torch.nn's module (random weights) and ours with the same weights, both in training mode."""
+    theirs = randomize_(theirs).to(device, dtype).train()
+    ours = ours.to(device, dtype).train()
+    copy_from_torch(ours, theirs)
+    return theirs, ours
+
+
+@NORMS
+def test_encoder_layer_drops_where_torch_does(norm_first, device, dtype):
+    T = 6
+    theirs, ours = with_dropout_one(
+        nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=1.0, batch_first=True, norm_first=norm_first),
+        EncoderLayer(D_MODEL, HEADS, D_FF, dropout=1.0, norm_first=norm_first), device, dtype)
+    x = rand(BATCH, T, D_MODEL, device=device, dtype=dtype, requires_grad=True)
+    kpm = trailing_padding([T, T - 2], T).to(device)
+    out = ours(x, key_padding_mask=kpm)
+    expected = theirs(x, src_key_padding_mask=kpm)
+    assert_close(out, expected, **tol(dtype))
+    assert_same_backward(ours, theirs, out, expected, [x], **tol(dtype))
+    # Both sublayers are dropped entirely: pre-norm leaves x, post-norm normalizes it twice.
+    assert_close(out, x if norm_first else ours.norm2(ours.norm1(x)), **tol(dtype))
+
+
+@NORMS
+def test_encoder_drops_where_torch_does(norm_first, device, dtype):
+    T = 6
+    layer = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=1.0, batch_first=True, norm_first=norm_first)
+    theirs, ours = with_dropout_one(
+        nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(D_MODEL) if norm_first else None, enable_nested_tensor=False),
+        Encoder(2, D_MODEL, HEADS, D_FF, dropout=1.0, norm_first=norm_first), device, dtype)
+    x = rand(BATCH, T, D_MODEL, device=device, dtype=dtype, requires_grad=True)
+    kpm = trailing_padding([T, T - 3], T).to(device)
+    out = ours(x, key_padding_mask=kpm)
+    expected = theirs(x, src_key_padding_mask=kpm)
+    assert_close(out, expected, **tol(dtype, stack=True))
+    assert_same_backward(ours, theirs, out, expected, [x], **tol(dtype, stack=True))
+
+
+@NORMS
+def test_decoder_layer_drops_where_torch_does(norm_first, device, dtype):
+    theirs, ours = with_dropout_one(
+        nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, dropout=1.0, batch_first=True, norm_first=norm_first),
+        DecoderLayer(D_MODEL, HEADS, D_FF, dropout=1.0, norm_first=norm_first), device, dtype)
+    y, memory, tgt_kpm, memory_kpm = decoder_inputs(device, dtype)
+    tgt_mask = causal_mask(y.size(1), device=device)
+    out = ours(y, memory, tgt_mask, tgt_kpm, memory_kpm)
+    expected = theirs(y, memory, tgt_mask=tgt_mask, tgt_key_padding_mask=tgt_kpm, memory_key_padding_mask=memory_kpm)
+    assert_close(out, expected, **tol(dtype))
+    assert_same_backward(ours, theirs, out, expected, [y, memory], **tol(dtype))
+    # All three sublayers are dropped entirely.
+    assert_close(out, y if norm_first else ours.norm3(ours.norm2(ours.norm1(y))), **tol(dtype))
+
+
+@NORMS
+def test_decoder_drops_where_torch_does(norm_first, device, dtype):
+    layer = nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, dropout=1.0, batch_first=True, norm_first=norm_first)
+    theirs, ours = with_dropout_one(
+        nn.TransformerDecoder(layer, 2, norm=nn.LayerNorm(D_MODEL) if norm_first else None),
+        Decoder(2, D_MODEL, HEADS, D_FF, dropout=1.0, norm_first=norm_first), device, dtype)
+    y, memory, tgt_kpm, memory_kpm = decoder_inputs(device, dtype)
+    tgt_mask = causal_mask(y.size(1), device=device)
+    out = ours(y, memory, tgt_mask, tgt_kpm, memory_kpm)
+    expected = theirs(y, memory, tgt_mask=tgt_mask, tgt_key_padding_mask=tgt_kpm, memory_key_padding_mask=memory_kpm)
+    assert_close(out, expected, **tol(dtype, stack=True))
+    assert_same_backward(ours, theirs, out, expected, [y, memory], **tol(dtype, stack=True))
+
+
+@pytest.mark.parametrize("layer", ["encoder", "decoder"])
+def test_dropout_one_is_off_in_eval_mode(layer, device):
+    """The checks' eval-mode dropout probes: dropout=1.0 in eval mode computes what dropout=0.0 does."""
+    make = {"encoder": EncoderLayer, "decoder": DecoderLayer}[layer]
+    noisy = make(D_MODEL, HEADS, D_FF, dropout=1.0).to(device).eval()
+    plain = make(D_MODEL, HEADS, D_FF, dropout=0.0).to(device).eval()
+    plain.load_state_dict(noisy.state_dict())
+    inputs = [rand(BATCH, 5, D_MODEL, device=device, dtype=torch.float32)]
+    if layer == "decoder":
+        inputs.append(rand(BATCH, 4, D_MODEL, device=device, dtype=torch.float32))
+    assert_close(noisy(*inputs), plain(*inputs))
+
+
+@ACTIVATIONS
+def test_feed_forward_drops_the_hidden_layer_as_torch_does(activation, device):
+    """nn.TransformerEncoderLayer's feed-forward block, dropout2 aside, draws the same dropout mask as ours."""
+    theirs = randomize_(nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.5, activation=activation,
+                                                   batch_first=True)).to(device).train()
+    theirs.dropout2 = nn.Identity()  # the layer's dropout on the sublayer's output: EncoderLayer's self.dropout
+    ours = PositionwiseFeedForward(D_MODEL, D_FF, dropout=0.5, activation=activation).to(device).train()
+    ours.load_state_dict({f"{name}.{p}": t for name in ("linear1", "linear2")
+                          for p, t in getattr(theirs, name).state_dict().items()})
+    x = rand(BATCH, 5, D_MODEL, device=device, dtype=torch.float32)
+    torch.manual_seed(1)
+    out = ours(x)
+    torch.manual_seed(1)
+    expected = theirs._ff_block(x)
+    assert_close(out, expected)
+    assert not torch.allclose(out, ours.eval()(x))  # something was dropped

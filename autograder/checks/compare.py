@@ -139,17 +139,27 @@ def _same_shapes(got_outputs, expected_outputs):
 
 
 def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
-    """The hint of the known mistake that explains this output, else of a broken property."""
-    for hint, mistaken in mistakes:
+    """The hint of the known mistake that explains this output, else of a broken property, else the
+    probe's own "fallback_hint" (what failing this probe most likely means)."""
+    meta = probe.get("device") == "meta"  # zeros stand in for every value there: no mistake shows in them
+    for hint, mistaken in () if meta else mistakes:
         if mistaken.get("ok") and _matches(got["outputs"], mistaken["outputs"], tolerance):
             return hint
     if not _same_shapes(got["outputs"], expected["outputs"]):
         return None  # the shape message says it better than any property could
-    for check in property_checks.PROPERTIES.get(exercise, ()):
+    if meta and got.get("devices") != expected.get("devices"):
+        return META_HINT
+    for g, e in zip(got["outputs"], expected["outputs"]):
+        if isinstance(g, torch.Tensor) and isinstance(e, torch.Tensor) and g.dtype != e.dtype \
+                and g.is_floating_point() and e.is_floating_point():
+            return (f"the result is {str(g.dtype).replace('torch.', '')} where it should be "
+                    f"{str(e.dtype).replace('torch.', '')}: don't hard-code a dtype (no .float(), dtype=torch.float32); "
+                    "follow the inputs' dtype (dtype=x.dtype, or *_like)")
+    for check in () if meta else property_checks.PROPERTIES.get(exercise, ()):
         hint = check(probe, got["outputs"])
         if hint:
             return hint
-    return None
+    return probe.get("fallback_hint")
 
 
 META_HINT = (
@@ -157,6 +167,27 @@ META_HINT = (
     "tensor created on the CPU shows up without a GPU: create every new tensor on the inputs' device "
     "(device=x.device, or x.new_*/torch.*_like), and don't read values with .item() or `if tensor`"
 )
+
+
+# Errors whose message names the mistake, whatever the exercise: (a part of the message, the likely mistake).
+ERROR_HINTS = (
+    ("view size is not compatible with input tensor's size and stride",
+     "`.view` never copies, so it cannot merge axes that a transpose has separated in memory: use .reshape(...), "
+     "or .contiguous().view(...)"),
+)
+
+
+def _error_hint(error):
+    return next((hint for part, hint in ERROR_HINTS if part in error.get("message", "")), None)
+
+
+def _raised_like(error, mistakes):
+    """The hint of a known mistake that raises this very error (the same type and message), if one does."""
+    for hint, mistaken in mistakes:
+        raised = mistaken.get("error") or {}
+        if not mistaken.get("ok") and (raised.get("type"), raised.get("message")) == (error["type"], error["message"]):
+            return hint
+    return None
 
 
 def _meta_hint(probe):
@@ -210,16 +241,26 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
         raise NotImplementedError(f"{exercise} is not implemented yet: write it in its answer cell")
     if not expected.get("ok"):
         want = expected["error"]["type"]
+        # A probe's own "hint" says what its failing most likely means (e.g. the missing check).
         if got.get("ok"):
-            return [(f"{where} should raise {want} ({expected['error']['message']}), but it returned normally", None)]
+            return [(f"{where} should raise {want} ({expected['error']['message']}), but it returned normally",
+                     probe.get("hint"))]
         if got["error"]["type"] != want:
-            return [(f"{where} raised {got['error']['type']} ({got['error']['message']}); expected {want}", None)]
+            return [(f"{where} raised {got['error']['type']} ({got['error']['message']}); expected {want}",
+                     probe.get("hint"))]
         return []
     if not got.get("ok"):
         error = got["error"]
         trace = f"\n{error['traceback'].rstrip()}" if error.get("traceback") else ""
-        return [(f"{where} raised {error['type']}: {error['message']}{trace}", _meta_hint(probe))]
+        # A ValueError where none is due is the student's own check firing too early: the probe's hint.
+        hint = (_raised_like(error, mistakes) or _error_hint(error) or _meta_hint(probe)
+                or (probe.get("hint") if error["type"] == "ValueError" else None) or probe.get("fallback_hint"))
+        return [(f"{where} raised {error['type']}: {error['message']}{trace}", hint)]
 
+    if probe.get("op_limit"):
+        return _compare_cost(probe, got)
+    if probe.get("size_limit"):
+        return _compare_size(probe, got)
     got_outputs, expected_outputs = got["outputs"], expected["outputs"]
     if len(got_outputs) != len(expected_outputs):
         names = ", ".join(probe.get("output_names") or []) or f"{len(expected_outputs)} values"
@@ -227,7 +268,10 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
     failures = []
     for i, (g, e) in enumerate(zip(got_outputs, expected_outputs)):
         problem = _compare_value(_name(probe, i), g, e, tolerance)
-        if problem is None and isinstance(e, torch.Tensor) and got["devices"][i] != expected["devices"][i]:
+        # On the meta device the expected values are stand-in zeros: a tensor of the right shape made
+        # elsewhere (on the CPU) is a device mistake, whatever its values.
+        on_meta = expected["devices"][i] == "meta" and isinstance(g, torch.Tensor) and g.shape == getattr(e, "shape", None)
+        if (problem is None or on_meta) and isinstance(e, torch.Tensor) and got["devices"][i] != expected["devices"][i]:
             problem = (
                 f"{_name(probe, i)} is on {got['devices'][i]} but the inputs are on {expected['devices'][i]}: "
                 "create new tensors on the inputs' device (device=x.device), never with .cuda() or .cpu()"
@@ -238,28 +282,71 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
         hint = _diagnose(exercise, probe, got, expected, mistakes, tolerance)
         return [(f"{where} " + "; ".join(failures), hint)]
 
+    detached = None  # the likely mistake when a gradient is missing
     for kind in ("input_grads", "param_grads"):
         for key, e in expected.get(kind, {}).items():
             g = got.get(kind, {}).get(key)
             label = f"the gradient of {'input ' + str(key) if kind == 'input_grads' else key}"
             if e is not None and g is None:
                 failures.append(f"{label} is missing: does something detach the computation (.detach(), .data, .item())?")
+                detached = detached or (f"no gradient reaches {label.removeprefix('the gradient of ')}: something "
+                                        "detaches the computation (.detach(), .data, .item())")
             else:
                 problem = _compare_value(label, g, e, tolerance)
                 if problem:
                     failures.append(problem)
-    results = [(f"{where} {f}", None) for f in failures]
+    results = [(f"{where} {f}", detached) for f in failures]
     got_fixtures, expected_fixtures = got.get("fixtures", []), expected.get("fixtures", [])
     if len(got_fixtures) != len(expected_fixtures):
-        failures.append("the record of the model it was given is missing: the results were not written by the grader")
+        results.append((f"{where} the record of the model it was given is missing: the results were not written by "
+                        "the grader", None))
+    records = probe.get("records")  # the records this probe's requirement is about (None: every one)
     for g, e in zip(got_fixtures, expected_fixtures):
         for key, value in e.items():
+            if records is not None and key not in records:
+                continue
             if g.get(key) != value:
                 # How the code used the model given to it: the hint names the mistake.
                 hint = property_checks.FIXTURE_HINTS.get(key)
                 message = hint or f"the model's {key} is {g.get(key)}, expected {value}"
                 results.append((f"{where} {message}", hint))
     return results
+
+
+def _compare_cost(probe, got):
+    """A probe with an "op_limit" checks what the call costs, not its values (other probes do that).
+
+    op_limit: {"at_most": the most tensor operations, and lines of the code under test, a call may
+    take; "size": the size it was called at ("max_len=400"); "advice": what to do instead, also
+    the likely mistake}. The runner counts both when the probe has "count_ops".
+    """
+    limit, counted = probe["op_limit"], got.get("op_count") or {}
+    operations, lines = counted.get("operations"), counted.get("lines")
+    if operations is None or lines is None:
+        return [(f"[{probe['title']}] the operations were not counted: the results were not written by the grader",
+                 None)]
+    if max(operations, lines) <= limit["at_most"]:
+        return []
+    return [(f"[{probe['title']}] makes {operations} tensor operations and runs {lines} lines of your code for "
+             f"{limit['size']} (a whole-tensor answer needs at most {limit['at_most']} of each): {limit['advice']}",
+             limit["advice"])]
+
+
+def _compare_size(probe, got):
+    """A probe with a "size_limit" checks the largest tensor the call made, not its values (other probes do that).
+
+    size_limit: {"at_most": the most elements one tensor may hold; "what": what may exist at once
+    ("(..., L, block_size) scores"); "advice": the likely mistake}. The runner records the shape of
+    the largest tensor an operation returned when the probe has "count_ops".
+    """
+    limit, largest = probe["size_limit"], (got.get("op_count") or {}).get("largest")
+    if largest is None:
+        return [(f"[{probe['title']}] the tensors were not measured: the results were not written by the grader",
+                 None)]
+    if math.prod(largest) <= limit["at_most"]:
+        return []
+    return [(f"[{probe['title']}] creates a tensor of shape {tuple(largest)} ({math.prod(largest):,} elements): "
+             f"at most {limit['what']} may exist at once ({limit['at_most']:,} elements here)", limit["advice"])]
 
 
 class _Lazy:

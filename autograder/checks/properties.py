@@ -20,10 +20,16 @@ def _weights(outputs, index=1):
     return weights if isinstance(weights, torch.Tensor) and weights.is_floating_point() else None
 
 
+def _dropout_rate(probe):
+    """The dropout a probe's module is built with (given by keyword), and 0 in eval mode, where it is off."""
+    rate = ((probe.get("construct") or {}).get("kwargs") or {}).get("dropout", 0.0)
+    return rate if probe.get("training") else 0.0
+
+
 def weights_sum_to_one(index=1):
     def check(probe, outputs):
         weights = _weights(outputs, index)
-        if weights is None or weights.dim() < 1:
+        if weights is None or weights.dim() < 1 or _dropout_rate(probe):  # dropped weights don't sum to 1
             return None
         sums = weights.double().sum(-1)
         if torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
@@ -67,6 +73,30 @@ def blocked_keys_get_zero_weight(mask_name, mask_position, index=1):
                     "BLOCKED, so fill the scores with float('-inf') where the mask is True"
                 )
             return "keys the mask blocks (True) still get weight: fill their scores with float('-inf') before the softmax"
+        return None
+
+    return check
+
+
+def attention_dropout_as_in_pytorch(index=1):
+    """Dropout on the attention weights: off in eval mode whatever the rate; in training mode with
+    dropout=1.0 every weight is dropped, so the weights returned are all zero."""
+
+    def check(probe, outputs):
+        weights = _weights(outputs, index)
+        rate = ((probe.get("construct") or {}).get("kwargs") or {}).get("dropout", 0.0)
+        if weights is None or not rate:
+            return None
+        if not probe.get("training"):
+            sums = weights.double().sum(-1)
+            if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4) and (weights == 0).any():
+                return ("dropout is on in eval() mode: F.dropout drops whatever the module's mode unless you pass "
+                        "training=self.training (or call it only when self.training)")
+            return None
+        if rate == 1.0 and (weights != 0).any():
+            return ("with dropout=1.0 in training mode every attention weight is dropped, so the weights returned are "
+                    "all zero: dropout acts on the weights after the softmax (F.dropout(weights, self.dropout, "
+                    "training=self.training)), then out = weights @ v")
         return None
 
     return check
@@ -171,6 +201,27 @@ def adds_table_rows(key, hint):
     return check
 
 
+def dropout_off_in_eval(key):
+    """In eval mode dropout does nothing: zeros among x + table[:T], the rest scaled by 1/(1-p), mean it dropped."""
+
+    def check(probe, outputs):
+        x, out = _argument(probe, "x", 0), (outputs[0] if outputs else None)
+        construct = probe.get("construct") or {}
+        table, p = (construct.get("state_dict") or {}).get(key), (construct.get("kwargs") or {}).get("dropout", 0)
+        if probe.get("training") or not p or not all(isinstance(t, torch.Tensor) for t in (x, out, table)):
+            return None
+        if x.dim() != 3 or out.shape != x.shape or x.size(1) > table.size(0) or table.shape[1:] != x.shape[2:]:
+            return None
+        kept = (x.double() + table[: x.size(1)].double()) / (1 - p)  # (B, T, C): what survives a dropout
+        dropped = out == 0
+        if dropped.any() and torch.allclose(out.double()[~dropped], kept[~dropped], rtol=1e-4, atol=1e-5):
+            return ("dropout is applied in eval mode: use the module's self.dropout (an nn.Dropout is off after "
+                    "model.eval()), or pass training=self.training to F.dropout")
+        return None
+
+    return check
+
+
 def scales_embedding(key="embedding.weight"):
     """Each token's vector is its row of the embedding table times sqrt(d_model)."""
 
@@ -254,10 +305,11 @@ PROPERTIES = {
     "merge_heads": (rearranges_input(
         "the result holds the right values in the wrong places: out[b, t, h*D:(h+1)*D] should be x[b, h, t], so "
         "transpose(1, 2) back to (B, T, H, D), then reshape to (B, T, H*D)"),),
-    "MultiHeadAttention": (weights_sum_to_one(), weights_follow_the_scores(), blocked_keys_get_zero_weight("attn_mask", 4),
+    "MultiHeadAttention": (attention_dropout_as_in_pytorch(), weights_sum_to_one(), weights_follow_the_scores(),
+                           blocked_keys_get_zero_weight("attn_mask", 4),
                            padded_keys_get_zero_weight("key_padding_mask", 3)),
     "sinusoidal_positional_encoding": (sin_cos_pairs(), starts_at_position_zero()),
-    "PositionalEncoding": (adds_table_rows(
+    "PositionalEncoding": (dropout_off_in_eval("pe"), adds_table_rows(
         "pe", "forward should return x + self.pe[:T]: row t of the buffer added to token t of every example"),),
     "LearnedPositionalEmbedding": (adds_table_rows(
         "embedding.weight", "forward should return x + self.embedding(positions), positions = 0, 1, ..., T-1, the "
@@ -288,4 +340,11 @@ FIXTURE_HINTS = {
     "src_key_padding_mask": "src_key_padding_mask is not passed on to model.encode as given (masks are never inferred)",
     "memory_key_padding_mask": "model.decode should get src_key_padding_mask as its memory_key_padding_mask, so that "
                                "the decoder doesn't attend to the source's padding (and masks are never inferred)",
+    "lm_calls": "calls the model differently than the lesson says: with use_cache, run the prompt once, "
+                "model.forward_cached(prompt, cache) with cache = [None] * len(model.layers), then only the newest "
+                "token, ids[:, -1:], with the same cache (filled in place); without it, model(ids[:, -model.max_len:]) "
+                "at every step",
+    "lm_grad_enabled": "runs the model with gradients enabled: do the work inside torch.no_grad()",
+    "lm_ran_in_training_mode": "runs the model in training mode (dropout on): call model.eval() first, then restore "
+                               "the mode the model was in",
 }

@@ -12,7 +12,8 @@ A probe is a plain dict:
     args, kwargs     the call's arguments: tensors, numbers, strings, None, or fixtures
     dtype, device    "float32"/"float64" (for the module's parameters), "cpu"/"cuda"/"meta" (PyTorch's
                      device of shapes without values: a tensor the code creates without
-                     device= lands on the CPU, so the device rule is checkable without a GPU)
+                     device= lands on the CPU, so the device rule is checkable without a GPU; an
+                     operation that mixes meta and CPU tensors raises, as one mixing CUDA and CPU does)
     training         run the module in training mode (default: eval mode), e.g. with dropout=1.0,
                      where every dropped value is zero, to see where dropout is applied
     requirement      the requirement of the exercise the probe tries (checks, not the run, read it)
@@ -20,15 +21,29 @@ A probe is a plain dict:
     grad_outputs     None, or one tensor (or None) per output: the run back-propagates
                      sum(output * grad_output) and returns the gradients
     expect_error     the name of the exception the call should raise, or None
+    records          the keys of a fixture's record (e.g. ScriptedModel.calls) this probe checks;
+                     None: every key (a probe checks what its requirement is about)
+    default_dtype    "float64": run the call with that as torch's default dtype (for code that must
+                     follow torch.get_default_dtype())
+    count_ops        count what the call costs, returned as "op_count": {"operations": the tensor
+                     operations it dispatches, "lines": the lines of the code under test it runs
+                     (not the grader's, PyTorch's or Python's own), "largest": the shape of the
+                     largest tensor (by numel) an operation returned}; both counts grow with a Python
+                     loop, "largest" shows a memory bound broken (a whole (L, S) matrix of scores)
 """
 
 import contextlib
 import functools
+import math
 import os
+import sys
+import sysconfig
 import traceback
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 PLAIN_TYPES = (int, float, bool, str, type(None))
 
@@ -90,17 +105,92 @@ class ScriptedModel(nn.Module):
 
 
 class SharedWeightsModel(nn.Module):
-    """A module that shares one weight between two layers, and has a frozen parameter."""
+    """A module that shares one weight between two layers (unless not ``shared``), and has a frozen
+    parameter (trainable unless ``frozen``)."""
 
-    def __init__(self, vocab, d_model):
+    def __init__(self, vocab, d_model, shared=True, frozen=True):
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)
         self.proj = nn.Linear(d_model, vocab)
-        self.proj.weight = self.embed.weight
-        self.scale = nn.Parameter(torch.ones(d_model), requires_grad=False)
+        if shared:
+            self.proj.weight = self.embed.weight
+        self.scale = nn.Parameter(torch.ones(d_model), requires_grad=not frozen)
+
+
+class TinyLM(nn.Module):
+    """A stand-in language model for generate and perplexity: float64, deterministic, with a cache.
+
+    The logits after position t are a fixed function of the tokens 0..t and their positions (a
+    running mean of one feature vector per token, through a head), so ``forward(ids)`` and
+    ``forward_cached(ids_new, cache)`` give the same logits, as the lesson's DecoderOnlyLM does.
+    ``cache`` holds one (key, value) pair per layer of ``layers``, each (B, 1, S, d): S is its length.
+    A position past ``max_len`` raises IndexError (no table entry), so only generate's own check
+    raises ValueError. ``calls`` records how the model was used: each call ("forward T" or
+    "cached S_past+T_new"), and whether gradients were on or the model was in training mode.
+    """
+
+    def __init__(self, vocab_size, max_len, seed=0, num_layers=2, d=6):
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.max_len = max_len
+        self.embed = nn.Parameter(torch.randn(vocab_size, d, generator=generator, dtype=torch.float64))
+        self.pos = nn.Parameter(torch.randn(max_len, d, generator=generator, dtype=torch.float64))
+        self.head = nn.Parameter(torch.randn(d, vocab_size, generator=generator, dtype=torch.float64) * 2)
+        self.layers = nn.ModuleList(nn.Identity() for _ in range(num_layers))
+        self.calls = {"lm_calls": [], "lm_grad_enabled": False, "lm_ran_in_training_mode": False}
+
+    def _record(self, call):
+        self.calls["lm_calls"].append(call)
+        self.calls["lm_grad_enabled"] |= torch.is_grad_enabled()
+        self.calls["lm_ran_in_training_mode"] |= self.training
+
+    def _features(self, ids, start):
+        if start + ids.size(1) > self.max_len:
+            raise IndexError(f"position {start + ids.size(1) - 1} is out of range: the model has max_len={self.max_len}")
+        return torch.tanh(self.embed[ids] + self.pos[start : start + ids.size(1)])  # (B, T, d)
+
+    def _logits(self, features, T_new):
+        S = features.size(1)
+        counts = torch.arange(1, S + 1, dtype=features.dtype, device=features.device)  # (S,)
+        return (features.cumsum(dim=1) / counts[:, None])[:, S - T_new:] @ self.head  # (B, T_new, V)
+
+    def forward(self, ids, key_padding_mask=None):
+        self._record(f"forward {ids.size(1)}")
+        return self._logits(self._features(ids, 0), ids.size(1))
+
+    def forward_cached(self, ids_new, cache):
+        past = 0 if cache[0] is None else cache[0][0].size(2)
+        self._record(f"cached {past}+{ids_new.size(1)}")
+        features = self._features(ids_new, past)  # (B, T_new, d)
+        if cache[0] is not None:
+            features = torch.cat([cache[0][0][:, 0], features], dim=1)  # (B, S, d)
+        for i in range(len(cache)):
+            cache[i] = (features[:, None], features[:, None])  # (B, 1, S, d) each
+        return self._logits(features, ids_new.size(1))
+
+
+class AttentionProjections(nn.Module):
+    """What cached_self_attention uses of a lesson 02 MultiHeadAttention: its four projections and
+    num_heads, with the weights given ({"q_proj.weight": ..., ...}, a state_dict)."""
+
+    def __init__(self, d_model, num_heads, state_dict):
+        super().__init__()
+        self.num_heads = num_heads
+        self.dropout = 0.0
+        dtype = state_dict["q_proj.weight"].dtype
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d_model, d_model, dtype=dtype)
+                                                                for _ in range(4))
+        self.load_state_dict(state_dict)
+
+
+def _seeded_generator(seed):
+    return torch.Generator().manual_seed(seed)
 
 
 FIXTURES = {
+    "tiny_lm": TinyLM,
+    "attention_projections": AttentionProjections,
+    "generator": _seeded_generator,  # a torch.Generator, for sampling
     "scripted_model": ScriptedModel,
     "shared_weights_model": SharedWeightsModel,
     "linear": nn.Linear,
@@ -117,6 +207,8 @@ def _materialize(value, probe, fixtures):
         return _noncontiguous(value) if probe.get("noncontiguous") else value
     if isinstance(value, dict) and "__fixture__" in value:
         fixture = FIXTURES[value["__fixture__"]](*value.get("args", ()), **value.get("kwargs", {}))
+        if not isinstance(fixture, nn.Module):
+            return fixture  # a torch.Generator
         fixture.train(value.get("training", False))
         fixtures.append(fixture)
         return fixture.to(probe.get("device", "cpu"))
@@ -184,6 +276,94 @@ def _build(obj, probe):
     return module
 
 
+class _CountOperations(TorchDispatchMode):
+    """Counts the tensor operations (aten ops) dispatched while it is on."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+        self.largest = []  # the shape of the largest tensor an operation returned (views included)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.numel() > math.prod(self.largest or [0]):
+                self.largest = list(t.shape)
+        return out
+
+
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def _code_under_test(filename):
+    """Not the grader's, PyTorch's or Python's own code (nor code that imports generate)."""
+    return (not any(part in filename for part in _LIBRARY_PATHS) and not filename.startswith(_STDLIB)
+            and not filename.startswith(("<frozen ", "<string>")))
+
+
+@functools.cache
+def _warm_up_counting():
+    """The first dispatch mode imports a few modules: done once, outside any count."""
+    with _CountOperations():
+        torch.zeros(1) + 1
+
+
+@contextlib.contextmanager
+def _counting(result):
+    """Count the tensor operations dispatched and the lines of the code under test run, into result."""
+    lines = 0
+
+    def count_lines(frame, event, arg):
+        nonlocal lines
+        lines += event == "line"
+        return count_lines
+
+    def trace(frame, event, arg):
+        return count_lines if _code_under_test(frame.f_code.co_filename) else None
+
+    _warm_up_counting()
+    previous, operations = sys.gettrace(), _CountOperations()
+    sys.settrace(trace)
+    try:
+        with operations:
+            yield
+    finally:
+        sys.settrace(previous)
+        result["op_count"] = {"operations": operations.count, "lines": lines, "largest": operations.largest}
+
+
+class _OneDevice(TorchDispatchMode):
+    """On the meta device, refuses an operation that mixes meta tensors with CPU ones, as a GPU refuses
+    to mix CUDA and CPU tensors (and allows what a GPU allows: one-value CPU tensors, copies, CPU indices).
+    Without it a few operations (an embedding lookup with CPU positions) would pass on meta."""
+
+    ALLOWED = ("aten._to_copy.", "aten.copy_.", "aten.index.", "aten.index_put", "aten._index_put_impl_.")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        devices = {t.device.type for t in tree_leaves((args, kwargs or {}))
+                   if isinstance(t, torch.Tensor) and (t.dim() or t.device.type != "cpu")}
+        if {"meta", "cpu"} <= devices and not str(func).startswith(self.ALLOWED):
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"meta and cpu! (in {func})")
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _watched(probe, result):
+    """The call as the probe asks: under another default dtype, with its cost counted, on one device."""
+    previous = torch.get_default_dtype()
+    with contextlib.ExitStack() as stack:
+        if probe.get("default_dtype"):
+            torch.set_default_dtype(_dtype(probe["default_dtype"]))
+            stack.callback(torch.set_default_dtype, previous)
+        if probe.get("count_ops"):
+            stack.enter_context(_counting(result))
+        if probe.get("device") == "meta":
+            stack.enter_context(_OneDevice())
+        yield
+
+
 def run_probe(obj, probe):
     """Call ``obj`` as the probe says; return {"ok", "outputs", "devices", "grads", "error", ...}."""
     result = {"ok": False, "outputs": [], "devices": [], "input_grads": {}, "param_grads": {}, "fixtures": []}
@@ -201,7 +381,7 @@ def run_probe(obj, probe):
                     leaves[i] = args[i]
         method = probe.get("method")
         call = getattr(target, method) if method and probe.get("construct") is not None else target
-        with torch.set_grad_enabled(grad_outputs is not None or torch.is_grad_enabled()):
+        with torch.set_grad_enabled(grad_outputs is not None or torch.is_grad_enabled()), _watched(probe, result):
             returned = call(*args, **kwargs)
         outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
         if grad_outputs is not None:

@@ -105,7 +105,48 @@ def sinusoidal_positional_encoding(max_len, d_model):
     pe[:, 0::2] = torch.sin(position * div_term)
     pe[:, 1::2] = torch.cos(position * div_term)
     return pe
-'''),
+''', names="odd d_model must raise ValueError"),
+    Bug("sinusoidal_positional_encoding", "fills the table with a double Python loop", '''
+def sinusoidal_positional_encoding(max_len, d_model):
+    if d_model % 2:
+        raise ValueError("d_model must be even")
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            pe[pos, 2 * i] = math.sin(angle)
+            pe[pos, 2 * i + 1] = math.cos(angle)
+    return pe
+''', names="Python loop over the positions"),
+    Bug("sinusoidal_positional_encoding", "loops over the positions, one row at a time", '''
+def sinusoidal_positional_encoding(max_len, d_model):
+    if d_model % 2:
+        raise ValueError("d_model must be even")
+    omega = 1.0 / 10000 ** (torch.arange(0, d_model, 2) / d_model)
+    rows = []
+    for pos in range(max_len):
+        rows.append(torch.stack([torch.sin(pos * omega), torch.cos(pos * omega)], dim=-1).flatten())
+    return torch.stack(rows)
+''', names="Python loop over the positions"),
+    Bug("sinusoidal_positional_encoding", "builds the table from nested list comprehensions", '''
+def sinusoidal_positional_encoding(max_len, d_model):
+    if d_model % 2:
+        raise ValueError("d_model must be even")
+    return torch.tensor([[f(pos / 10000 ** (2 * i / d_model))
+                          for i in range(d_model // 2) for f in (math.sin, math.cos)]
+                         for pos in range(max_len)])
+''', names="Python loop over the positions"),
+    Bug("sinusoidal_positional_encoding", "hard-codes float32", '''
+def sinusoidal_positional_encoding(max_len, d_model):
+    if d_model % 2:
+        raise ValueError("d_model must be even")
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]
+    omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(position * omega)
+    pe[:, 1::2] = torch.cos(position * omega)
+    return pe.float()
+''', names="default dtype"),
     # ------------------------------------------------------------------ PositionalEncoding
     Bug("PositionalEncoding", "recomputes the encoding in forward", _POSITIONAL_INIT + '''
     def forward(self, x):
@@ -139,14 +180,35 @@ def sinusoidal_positional_encoding(max_len, d_model):
     Bug("PositionalEncoding", "never checks max_len", _POSITIONAL_INIT + '''
     def forward(self, x):
         return self.dropout(x + self.pe[: x.size(1)])
-'''),
+''', names="longer than max_len must raise ValueError"),
+    Bug("PositionalEncoding", "refuses a sequence of exactly max_len tokens", _POSITIONAL_INIT + '''
+    def forward(self, x):
+        T = x.size(1)
+        if T >= self.pe.size(0):
+            raise ValueError(f"{T} tokens but max_len={self.pe.size(0)}")
+        return self.dropout(x + self.pe[:T])
+''', names="exactly max_len tokens must not"),
+    Bug("PositionalEncoding", "forgets the dropout", _POSITIONAL_INIT + '''
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.pe.size(0):
+            raise ValueError(f"{T} tokens but max_len={self.pe.size(0)}")
+        return x + self.pe[:T]
+''', names="dropout is never applied"),
+    Bug("PositionalEncoding", "drops out x before adding the encoding", _POSITIONAL_INIT + '''
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.pe.size(0):
+            raise ValueError(f"{T} tokens but max_len={self.pe.size(0)}")
+        return self.dropout(x) + self.pe[:T]
+''', names="before the encoding is added"),
     Bug("PositionalEncoding", "applies dropout in eval mode too", _POSITIONAL_INIT + '''
     def forward(self, x):
         T = x.size(1)
         if T > self.pe.size(0):
             raise ValueError(f"{T} tokens but max_len={self.pe.size(0)}")
         return F.dropout(x + self.pe[:T], p=self.dropout.p)
-'''),
+''', names="dropout is applied in eval mode"),
     # ------------------------------------------------------------------ LearnedPositionalEmbedding
     Bug("LearnedPositionalEmbedding", "counts positions from 1", _LEARNED_INIT + '''
     def forward(self, x):
@@ -166,13 +228,27 @@ def sinusoidal_positional_encoding(max_len, d_model):
     Bug("LearnedPositionalEmbedding", "detaches the embedding table", _LEARNED_INIT + '''
     def forward(self, x):
         T = x.size(1)
+        if T > self.embedding.num_embeddings:
+            raise ValueError(f"{T} tokens but max_len={self.embedding.num_embeddings}")
         return x + self.embedding.weight.data[:T]
-'''),
+''', names="detaches the computation"),
     Bug("LearnedPositionalEmbedding", "unsqueezes the wrong axis", _LEARNED_INIT + '''
     def forward(self, x):
         positions = torch.arange(x.size(1), device=x.device)
         return x + self.embedding(positions).unsqueeze(1)
-'''),
+''', names="wrong place"),
+    Bug("LearnedPositionalEmbedding", "never checks max_len", _LEARNED_INIT + '''
+    def forward(self, x):
+        positions = torch.arange(x.size(1), device=x.device)
+        return x + self.embedding(positions)
+''', names="longer than max_len must raise ValueError"),
+    Bug("LearnedPositionalEmbedding", "creates the positions on the CPU", _LEARNED_INIT + '''
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.embedding.num_embeddings:
+            raise ValueError(f"{T} tokens but max_len={self.embedding.num_embeddings}")
+        return x + self.embedding(torch.arange(T))
+''', names="device=x.device"),
     # ------------------------------------------------------------------ TokenEmbedding
     Bug("TokenEmbedding", "forgets the scale", _TOKEN_INIT + '''
     def forward(self, tokens):
@@ -197,7 +273,7 @@ def sinusoidal_positional_encoding(max_len, d_model):
     Bug("TokenEmbedding", "reads the weight's .data", _TOKEN_INIT + '''
     def forward(self, tokens):
         return self.embedding.weight.data[tokens] * math.sqrt(self.d_model)
-'''),
+''', names="detaches the computation"),
     # ------------------------------------------------------------------ relative_position_matrix
     Bug("relative_position_matrix", "transposes the rotation blocks", '''
 def relative_position_matrix(k, d_model):
@@ -241,4 +317,24 @@ def relative_position_matrix(k, d_model):
                                             [math.sin(angle), math.cos(angle)]])
     return M
 ''', names="rotation"),
+    Bug("relative_position_matrix", "never checks for an odd d_model", '''
+def relative_position_matrix(k, d_model):
+    idx = torch.arange(0, d_model, 2)
+    angles = k / 10000 ** (idx / d_model)
+    M = torch.zeros(d_model, d_model)
+    M[idx, idx], M[idx, idx + 1] = torch.cos(angles), -torch.sin(angles)
+    M[idx + 1, idx], M[idx + 1, idx + 1] = torch.sin(angles), torch.cos(angles)
+    return M
+''', names="odd d_model must raise ValueError"),
+    Bug("relative_position_matrix", "hard-codes float32", '''
+def relative_position_matrix(k, d_model):
+    if d_model % 2:
+        raise ValueError("d_model must be even")
+    idx = torch.arange(0, d_model, 2)
+    angles = k / 10000 ** (idx.float() / d_model)
+    M = torch.zeros(d_model, d_model, dtype=torch.float32)
+    M[idx, idx], M[idx, idx + 1] = torch.cos(angles), -torch.sin(angles)
+    M[idx + 1, idx], M[idx + 1, idx + 1] = torch.sin(angles), torch.cos(angles)
+    return M
+''', names="default dtype"),
 ]

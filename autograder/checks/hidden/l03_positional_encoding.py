@@ -1,12 +1,14 @@
 """Lesson 03 checks: sinusoidal_positional_encoding, PositionalEncoding, LearnedPositionalEmbedding,
 TokenEmbedding and relative_position_matrix.
 
-Public probes are small and shown to students (their expected values are stored as data);
-hidden probes add the paper's sizes (d_model=512, max_len=5000), float64 inputs, the longest
-allowed sequence and one too long, non-contiguous inputs, gradients and the input's device.
-PositionalEncoding probes load a `pe` buffer that differs from the formula, so that a forward
-that recomputes the encoding instead of adding the module's buffer is caught. The mistakes
-below are what students really write; the grader names the one that reproduces a failing output.
+Each exercise's checks are grouped into the requirements its text states (the formula first,
+then the ValueErrors, dropout, dtype and device, gradients, "no Python loops"). Public probes are
+small and shown to students (their expected values are stored as data); hidden probes try the
+same requirements on other sizes and seeds: the paper's sizes (d_model=512, max_len=5000),
+other lengths, non-contiguous inputs. PositionalEncoding probes load a `pe` buffer that differs
+from the formula, so that a forward that recomputes the encoding instead of adding the module's
+buffer is caught. The mistakes below are what students really write; the grader names the one
+that reproduces a failing output.
 """
 
 import math
@@ -20,16 +22,20 @@ from ...reference import (
     sinusoidal_positional_encoding,
 )
 from ..compare import Tolerance
-from .probes import ExerciseChecks, function_probe, module_probe, on_device, randn, with_gradients
+from .probes import (ExerciseChecks, Requirement, function_probe, module_probe, on_device, randn, requiring,
+                     with_gradients)
 
 # The contract compares float32 encodings at atol 1e-3: 10000 ** (2i/d) and exp(-2i/d * log 10000),
 # both fine ways to write the formula, differ from the correctly rounded values by up to 5e-4 in
 # float32 at d_model=512 and position 5000 (the angle pos * omega loses digits as pos grows). Every
-# mistake below is off by far more than that.
-ENCODING_TOLERANCE = Tolerance(float32=(1e-5, 1e-3), float64=(1e-7, 1e-9))
+# mistake below is off by far more than that. The only float64 results are those of the probes
+# run with float64 as torch's default dtype, which try the dtype alone: a table computed in float32
+# and returned in the default dtype meets that requirement, so float64 gets the same tolerance.
+ENCODING_TOLERANCE = Tolerance(float32=(1e-5, 1e-3), float64=(1e-5, 1e-3))
 # A float32 rotation matrix built from k * omega_i is within 6e-6 of the correctly rounded one for
-# |k| <= 100 at d_model=512, the largest the probes ask for: the default atol of 1e-5 holds.
-ROTATION_TOLERANCE = Tolerance(float32=(1e-4, 1e-5), float64=(1e-7, 1e-9))
+# |k| <= 100 at d_model=512, the largest the probes ask for: the default atol of 1e-5 holds (and,
+# as above, for the float64 results of the default-dtype probes).
+ROTATION_TOLERANCE = Tolerance(float32=(1e-4, 1e-5), float64=(1e-4, 1e-5))
 
 
 # ----------------------------------------------------------------------------- mistakes
@@ -48,8 +54,8 @@ def _angles(positions, d_model, exponent="2i", multiply=False):
     return positions.to(torch.float64)[:, None] * omega  # (P, d/2) or (P, d) for "column"
 
 
-def _encoding(max_len, d_model, exponent="2i", swap=False, start=0, halves=False, multiply=False):
-    """A sinusoidal table with one knob turned the wrong way (see _angles)."""
+def _encoding(max_len, d_model, exponent="2i", swap=False, start=0, halves=False, multiply=False, dtype=None):
+    """A sinusoidal table with one knob turned the wrong way (see _angles); ``dtype`` a fixed dtype."""
     angles = _angles(torch.arange(start, start + max_len), d_model, exponent, multiply)
     sin_angles, cos_angles = (angles[:, : d_model // 2], angles[:, d_model // 2:]) if exponent == "column" else (angles, angles)
     first, second = (torch.cos(cos_angles), torch.sin(sin_angles)) if swap else (torch.sin(sin_angles), torch.cos(cos_angles))
@@ -57,7 +63,7 @@ def _encoding(max_len, d_model, exponent="2i", swap=False, start=0, halves=False
         pe = torch.cat([first, second], dim=-1)  # (max_len, d_model): [sin..., cos...]
     else:
         pe = torch.stack([first, second], dim=-1).reshape(max_len, d_model)  # sin, cos, sin, cos, ...
-    return pe.to(torch.get_default_dtype())
+    return pe.to(dtype or torch.get_default_dtype())
 
 
 def _mistaken_encoding(**knobs):
@@ -82,7 +88,14 @@ SINUSOIDAL_MISTAKES = [
      "even columns (pe[:, 0::2]), cos in the odd ones (pe[:, 1::2])", _mistaken_encoding(halves=True)),
     ("the positions are multiplied by 10000^(2i/d_model); divide by it, so that the frequencies get slower "
      "along the features", _mistaken_encoding(multiply=True)),
+    ("the table is float32 whatever torch's default dtype is: return it in torch.get_default_dtype() (build it "
+     "in float64 and end with .to(torch.get_default_dtype()), or create it without a dtype)",
+     _mistaken_encoding(dtype=torch.float32)),
 ]
+SINUSOIDAL_ODD_HINT = ("an odd d_model must raise ValueError: check d_model % 2 before building the table (the last "
+                       "sine would have no cosine beside it)")
+NO_LOOP_HINT = ("the table is built with a Python loop over the positions: build the whole table with whole-tensor "
+                "operations instead (a column of positions times a row of frequencies gives every angle at once)")
 
 
 class _PositionalEncodingMistake(PositionalEncoding):
@@ -98,6 +111,10 @@ class _PositionalEncodingMistake(PositionalEncoding):
             return x * math.sqrt(C) + self.pe[:T]
         if self.variant == "encoding_only":
             return self.pe[:T]  # (T, C)
+        if self.variant == "no_dropout":
+            return x + self.pe[:T]  # (B, T, C)
+        if self.variant == "dropout_first":
+            return self.dropout(x) + self.pe[:T]  # (B, T, C)
         raise AssertionError(self.variant)
 
 
@@ -113,7 +130,13 @@ POSITIONAL_ENCODING_MISTAKES = [
     ("x is scaled by sqrt(d_model) before the encoding is added: that scaling belongs to TokenEmbedding; here "
      "just add self.pe[:T]", _positional_encoding_mistake("scaled_input")),
     ("forward returns the encoding alone: add self.pe[:T] to x", _positional_encoding_mistake("encoding_only")),
+    ("dropout is never applied: return self.dropout(x + self.pe[:T]) (in training mode it drops; in eval mode it "
+     "does nothing)", _positional_encoding_mistake("no_dropout")),
+    ("dropout is applied to x before the encoding is added; as in the paper and PyTorch, drop out the sum: "
+     "self.dropout(x + self.pe[:T])", _positional_encoding_mistake("dropout_first")),
 ]
+TOO_LONG_HINT = ("a sequence longer than max_len must raise ValueError, and one of exactly max_len tokens must not: "
+                 "compare T = x.size(1) with max_len before adding (if T > max_len: raise ValueError(...))")
 
 
 class _LearnedPositionalEmbeddingMistake(LearnedPositionalEmbedding):
@@ -127,6 +150,8 @@ class _LearnedPositionalEmbeddingMistake(LearnedPositionalEmbedding):
             return x + self.embedding(torch.arange(B, device=x.device))  # (B, C) broadcast
         if self.variant == "embedding_only":
             return self.embedding(torch.arange(T, device=x.device))  # (T, C)
+        if self.variant == "wrong_axis":
+            return x + self.embedding(torch.arange(T, device=x.device)).unsqueeze(1)  # (T, 1, C) + (B, T, C)
         raise AssertionError(self.variant)
 
 
@@ -139,6 +164,9 @@ LEARNED_POSITIONAL_EMBEDDING_MISTAKES = [
     ("the batch size is used as the sequence length: x is (B, T, C), so T = x.size(1)",
      _learned_mistake("batch_as_length")),
     ("forward returns the position embeddings alone: add them to x", _learned_mistake("embedding_only")),
+    ("the position embeddings get their new axis in the wrong place: self.embedding(positions) is (T, C) and "
+     "broadcasts over the batch as it is (or unsqueeze(0), to (1, T, C)), not unsqueeze(1), which makes (T, 1, C)",
+     _learned_mistake("wrong_axis")),
 ]
 
 
@@ -164,19 +192,21 @@ TOKEN_EMBEDDING_MISTAKES = [
 ]
 
 
-def _rotation(k, d_model, exponent="2i", multiply=False, transpose=False, frequency=True):
-    """The relative-position matrix with one knob turned the wrong way (see _angles)."""
+def _rotation(k, d_model, exponent="2i", multiply=False, transpose=False, frequency=True, dtype=None):
+    """The relative-position matrix with one knob turned the wrong way (see _angles); ``dtype`` a fixed dtype."""
     angles = _angles(torch.tensor([k]), d_model, exponent, multiply)[0] if frequency else torch.full(
         (d_model // 2,), float(k), dtype=torch.float64)
     cos, sin = torch.cos(angles), torch.sin(angles)
     blocks = torch.stack([torch.stack([cos, -sin], -1), torch.stack([sin, cos], -1)], -2)  # (d/2, 2, 2)
     if transpose:
         blocks = blocks.transpose(-1, -2)
-    return torch.block_diag(*blocks).to(torch.get_default_dtype())  # (d_model, d_model)
+    return torch.block_diag(*blocks).to(dtype or torch.get_default_dtype())  # (d_model, d_model)
 
 
 def _mistaken_rotation(**knobs):
     def rotation(k, d_model):
+        if d_model % 2:
+            raise ValueError(f"d_model must be even, got {d_model}")
         return _rotation(k, d_model, **knobs)
 
     return rotation
@@ -192,7 +222,10 @@ RELATIVE_POSITION_MISTAKES = [
      _mistaken_rotation(multiply=True)),
     ("every pair turns by the same angle k: pair i turns by k * omega_i, omega_i = 1 / 10000^(2i/d_model)",
      _mistaken_rotation(frequency=False)),
+    ("M is float32 whatever torch's default dtype is: return it in torch.get_default_dtype() (or create it "
+     "without a dtype)", _mistaken_rotation(dtype=torch.float32)),
 ]
+ROTATION_ODD_HINT = "an odd d_model must raise ValueError, as in exercise 1: check d_model % 2 first"
 
 
 # ----------------------------------------------------------------------------- probes
@@ -200,23 +233,60 @@ def _encoding_probe(id, title, max_len, d_model, **extra):
     return function_probe(id, title, (max_len, d_model), None, ("encoding",), **extra)
 
 
+def _odd_encoding_probe(id, title, max_len, d_model):
+    return _encoding_probe(id, title, max_len, d_model, hint=SINUSOIDAL_ODD_HINT)
+
+
+def _loop_free_probe(id, title, max_len, d_model):
+    """Counts what building the table costs: a loop over the positions grows with max_len, a whole-tensor
+    answer takes the same dozen or so operations and lines at every length."""
+    return _encoding_probe(id, title, max_len, d_model, count_ops=True,
+                           op_limit={"at_most": 64, "size": f"max_len={max_len}", "advice": NO_LOOP_HINT})
+
+
+SINUSOIDAL_REQUIREMENTS = (
+    Requirement("formula", "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(same), for "
+                           "pos = 0 .. max_len-1 (within 1e-3 in float32)", 3),
+    Requirement("odd-d-model", "an odd d_model raises ValueError"),
+    Requirement("default-dtype", "returns torch's default dtype (float64 when that is the default)"),
+    Requirement("no-loops", "builds the table with whole-tensor operations, no Python loop over the positions"),
+)
+
+
 def sinusoidal_public_probes():
     return [
-        _encoding_probe("small", "max_len=6, d_model=4", 6, 4),
-        _encoding_probe("medium", "max_len=10, d_model=8", 10, 8),
-        _encoding_probe("odd", "an odd d_model=5 raises ValueError", 4, 5),
+        *requiring("formula", [
+            _encoding_probe("small", "max_len=6, d_model=4", 6, 4),
+            _encoding_probe("medium", "max_len=10, d_model=8", 10, 8),
+        ]),
+        *requiring("odd-d-model", [_odd_encoding_probe("odd", "an odd d_model=5 raises ValueError", 4, 5)]),
+        *requiring("default-dtype", [
+            _encoding_probe("float64-default", "float64 as torch's default dtype, max_len=6, d_model=4", 6, 4,
+                            default_dtype="float64"),
+        ]),
+        *requiring("no-loops", [_loop_free_probe("loop-free", "operations counted at max_len=256, d_model=4", 256, 4)]),
     ]
 
 
 def sinusoidal_hidden_probes(devices=("cpu",)):
     return sinusoidal_public_probes() + [
-        _encoding_probe("paper", "the paper's d_model=512, max_len=5000", 5000, 512),
-        _encoding_probe("one-pair", "d_model=2: one (sin, cos) pair", 7, 2),
-        _encoding_probe("odd-pairs", "d_model=6: an odd number of pairs", 50, 6),
-        _encoding_probe("one-position", "a single position", 1, 16),
-        _encoding_probe("wide", "max_len=100, d_model=128", 100, 128),
-        _encoding_probe("odd-7", "d_model=7 raises ValueError", 10, 7),
-        _encoding_probe("odd-1", "d_model=1 raises ValueError", 3, 1),
+        *requiring("formula", [
+            _encoding_probe("paper", "the paper's d_model=512, max_len=5000", 5000, 512),
+            _encoding_probe("one-pair", "d_model=2: one (sin, cos) pair", 7, 2),
+            _encoding_probe("odd-pairs", "d_model=6: an odd number of pairs", 50, 6),
+            _encoding_probe("one-position", "a single position", 1, 16),
+            _encoding_probe("wide", "max_len=100, d_model=128", 100, 128),
+        ]),
+        *requiring("odd-d-model", [
+            _odd_encoding_probe("odd-7", "d_model=7 raises ValueError", 10, 7),
+            _odd_encoding_probe("odd-1", "d_model=1 raises ValueError", 3, 1),
+        ]),
+        *requiring("default-dtype", [
+            _encoding_probe("float64-default-wide", "float64 as torch's default dtype, max_len=20, d_model=10", 20, 10,
+                            default_dtype="float64"),
+        ]),
+        *requiring("no-loops", [_loop_free_probe("loop-free-long", "operations counted at max_len=1000, d_model=6",
+                                                 1000, 6)]),
     ]
 
 
@@ -237,33 +307,71 @@ def _positional_probe(id, title, B, T, C, seed, max_len=None, dropout=None, dtyp
     return _perturb_buffer(probe, "pe", seed=seed + 200)
 
 
+POSITIONAL_ENCODING_REQUIREMENTS = (
+    Requirement("adds-buffer", "returns x + self.pe[:T] (the module's buffer), the same rows for every sequence", 3),
+    Requirement("max-len", "T > max_len raises ValueError; T = max_len is fine"),
+    Requirement("dropout", "applies self.dropout to the sum x + pe, as PyTorch does (nothing is dropped in eval "
+                           "mode)"),
+    Requirement("dtype-device", "follows the dtype (float64) and device (meta) of the module and its input"),
+)
+
+
 def positional_encoding_public_probes():
     return [
-        _positional_probe("basic", "batch 2, 6 tokens, d_model=8, max_len=10", 2, 6, 8, seed=900, max_len=10),
-        _positional_probe("one-sequence", "one sequence of 5 tokens, d_model=4", 1, 5, 4, seed=910, max_len=8),
-        _positional_probe("too-long", "8 tokens with max_len=6 raises ValueError", 2, 8, 4, seed=920, max_len=6),
+        *requiring("adds-buffer", [
+            _positional_probe("basic", "batch 2, 6 tokens, d_model=8, max_len=10", 2, 6, 8, seed=900, max_len=10),
+            _positional_probe("one-sequence", "one sequence of 5 tokens, d_model=4", 1, 5, 4, seed=910, max_len=8),
+        ]),
+        *requiring("max-len", [
+            _positional_probe("too-long", "8 tokens with max_len=6 raises ValueError", 2, 8, 4, seed=920, max_len=6,
+                              hint=TOO_LONG_HINT),
+            _positional_probe("full-length", "T = max_len = 6 is allowed", 2, 6, 4, seed=940, max_len=6,
+                              hint=TOO_LONG_HINT),
+        ]),
+        *requiring("dropout", [
+            _positional_probe("dropout-eval", "dropout=0.5 in eval mode (no dropout)", 2, 5, 8, seed=970, max_len=10,
+                              dropout=0.5),
+            _positional_probe("dropout-train", "dropout=1.0 in training mode (every value dropped)", 2, 5, 8,
+                              seed=975, max_len=10, dropout=1.0, training=True),
+        ]),
+        *requiring("dtype-device", [
+            _positional_probe("float64", "float64, batch 3, 7 tokens, d_model=6", 3, 7, 6, seed=930, max_len=12,
+                              dtype="float64"),
+            _positional_probe("meta", "module and input on the meta device", 2, 4, 8, seed=935, max_len=10,
+                              device="meta"),
+        ]),
     ]
 
 
 def positional_encoding_hidden_probes(devices=("cpu",)):
     probes = [
-        _positional_probe("float64", "float64, batch 3, 7 tokens, d_model=6", 3, 7, 6, seed=930, max_len=12,
-                          dtype="float64"),
-        _positional_probe("full-length", "T = max_len", 2, 6, 4, seed=940, max_len=6),
-        _positional_probe("one-token", "a single token", 3, 1, 8, seed=950, max_len=10),
-        _positional_probe("default-max-len", "the default max_len=5000, 20 tokens", 2, 20, 16, seed=960),
-        _positional_probe("dropout-eval", "dropout=0.5 in eval mode (no dropout)", 2, 5, 8, seed=970, max_len=10,
-                          dropout=0.5),
-        _positional_probe("noncontiguous", "a non-contiguous input", 2, 5, 6, seed=980, max_len=10,
-                          noncontiguous=True),
-        _positional_probe("too-long-by-one", "max_len + 1 tokens raises ValueError", 1, 7, 4, seed=990, max_len=6),
+        *requiring("adds-buffer", [
+            _positional_probe("one-token", "a single token", 3, 1, 8, seed=950, max_len=10),
+            _positional_probe("default-max-len", "the default max_len=5000, 20 tokens", 2, 20, 16, seed=960),
+            _positional_probe("noncontiguous", "a non-contiguous input", 2, 5, 6, seed=980, max_len=10,
+                              noncontiguous=True),
+        ]),
+        *requiring("max-len", [
+            _positional_probe("too-long-by-one", "max_len + 1 tokens raises ValueError", 3, 7, 4, seed=990, max_len=6,
+                              hint=TOO_LONG_HINT),
+            _positional_probe("full-length-2", "T = max_len = 9 is allowed", 3, 9, 6, seed=995, max_len=9,
+                              hint=TOO_LONG_HINT),
+        ]),
+        *requiring("dropout", [
+            _positional_probe("dropout-eval-2", "dropout=0.3 in eval mode, batch 3, 4 tokens", 3, 4, 6, seed=1020,
+                              max_len=8, dropout=0.3),
+            _positional_probe("dropout-train-2", "dropout=1.0 in training mode, batch 3, 7 tokens", 3, 7, 4,
+                              seed=1025, max_len=9, dropout=1.0, training=True),
+        ]),
+        *requiring("dtype-device", [
+            _positional_probe("float64-2", "float64, batch 2, 5 tokens, d_model=4", 2, 5, 4, seed=1030, max_len=8,
+                              dtype="float64"),
+            _positional_probe("meta-2", "on the meta device, batch 3, 6 tokens", 3, 6, 6, seed=1035, max_len=12,
+                              device="meta"),
+            *[on_device(_positional_probe("device", "batch 2, 4 tokens", 2, 4, 6, seed=1010, max_len=8), device)
+              for device in devices if device != "cpu"],
+        ]),
     ]
-    probes.append(with_gradients(_positional_probe("grad", "batch 2, 4 tokens", 2, 4, 6, seed=1000, max_len=8),
-                                 PositionalEncoding, seed=1001))
-    for device in devices:
-        if device != "cpu":
-            probes.append(on_device(_positional_probe("device", "batch 2, 4 tokens", 2, 4, 6, seed=1010, max_len=8),
-                                    device))
     return positional_encoding_public_probes() + probes
 
 
@@ -273,26 +381,60 @@ def _learned_probe(id, title, B, T, C, max_len, seed, dtype="float32", **extra):
                         dtype=dtype, output_names=("output",), **extra)
 
 
+LEARNED_REQUIREMENTS = (
+    Requirement("adds-rows", "returns x + self.embedding(positions 0 .. T-1), the same rows for every sequence", 3),
+    Requirement("max-len", "T > max_len raises ValueError; T = max_len is fine"),
+    Requirement("dtype-device", "creates the positions on x's device (meta) and follows the dtype (float64)"),
+    Requirement("gradients", "is differentiable: gradients reach x and self.embedding.weight"),
+)
+
+
 def learned_public_probes():
     return [
-        _learned_probe("basic", "batch 2, 6 tokens, d_model=8, max_len=10", 2, 6, 8, 10, seed=1100),
-        _learned_probe("one-sequence", "one sequence of 4 tokens, d_model=4", 1, 4, 4, 6, seed=1110),
+        *requiring("adds-rows", [
+            _learned_probe("basic", "batch 2, 6 tokens, d_model=8, max_len=10", 2, 6, 8, 10, seed=1100),
+            _learned_probe("one-sequence", "one sequence of 4 tokens, d_model=4", 1, 4, 4, 6, seed=1110),
+        ]),
+        *requiring("max-len", [
+            _learned_probe("too-long", "8 tokens with max_len=6 raises ValueError", 2, 8, 4, 6, seed=1190,
+                           hint=TOO_LONG_HINT),
+            _learned_probe("full-length", "T = max_len = 6 is allowed", 2, 6, 4, 6, seed=1130, hint=TOO_LONG_HINT),
+        ]),
+        *requiring("dtype-device", [
+            _learned_probe("float64", "float64, batch 3, 7 tokens, d_model=6", 3, 7, 6, 12, seed=1120, dtype="float64"),
+            _learned_probe("meta", "module and input on the meta device", 2, 5, 8, 10, seed=1125, device="meta"),
+        ]),
+        *requiring("gradients", [
+            with_gradients(_learned_probe("grad", "batch 2, 4 tokens, max_len=8", 2, 4, 6, 8, seed=1170),
+                           LearnedPositionalEmbedding, seed=1171),
+        ]),
     ]
 
 
 def learned_hidden_probes(devices=("cpu",)):
     probes = [
-        _learned_probe("float64", "float64, batch 3, 7 tokens, d_model=6", 3, 7, 6, 12, seed=1120, dtype="float64"),
-        _learned_probe("full-length", "T = max_len", 2, 6, 4, 6, seed=1130),
-        _learned_probe("one-token", "a single token", 3, 1, 8, 10, seed=1140),
-        _learned_probe("noncontiguous", "a non-contiguous input", 2, 5, 6, 10, seed=1150, noncontiguous=True),
-        _learned_probe("wide", "batch 4, 30 tokens, d_model=64, max_len=512", 4, 30, 64, 512, seed=1160),
+        *requiring("adds-rows", [
+            _learned_probe("one-token", "a single token", 3, 1, 8, 10, seed=1140),
+            _learned_probe("noncontiguous", "a non-contiguous input", 2, 5, 6, 10, seed=1150, noncontiguous=True),
+            _learned_probe("wide", "batch 4, 30 tokens, d_model=64, max_len=512", 4, 30, 64, 512, seed=1160),
+        ]),
+        *requiring("max-len", [
+            _learned_probe("too-long-by-one", "max_len + 1 tokens raises ValueError", 3, 9, 6, 8, seed=1195,
+                           hint=TOO_LONG_HINT),
+            _learned_probe("full-length-2", "T = max_len = 9 is allowed", 3, 9, 6, 9, seed=1135, hint=TOO_LONG_HINT),
+        ]),
+        *requiring("dtype-device", [
+            _learned_probe("float64-2", "float64, batch 2, 5 tokens, d_model=4", 2, 5, 4, 8, seed=1185,
+                           dtype="float64"),
+            _learned_probe("meta-2", "on the meta device, batch 3, 7 tokens", 3, 7, 6, 12, seed=1187, device="meta"),
+            *[on_device(_learned_probe("device", "batch 2, 4 tokens", 2, 4, 6, 8, seed=1180), device)
+              for device in devices if device != "cpu"],
+        ]),
+        *requiring("gradients", [
+            with_gradients(_learned_probe("grad-2", "batch 3, 5 tokens, max_len=7", 3, 5, 4, 7, seed=1175),
+                           LearnedPositionalEmbedding, seed=1176),
+        ]),
     ]
-    probes.append(with_gradients(_learned_probe("grad", "batch 2, 4 tokens, max_len=8", 2, 4, 6, 8, seed=1170),
-                                 LearnedPositionalEmbedding, seed=1171))
-    for device in devices:
-        if device != "cpu":
-            probes.append(on_device(_learned_probe("device", "batch 2, 4 tokens", 2, 4, 6, 8, seed=1180), device))
     return learned_public_probes() + probes
 
 
@@ -305,60 +447,113 @@ def _token_probe(id, title, B, T, vocab_size, C, seed, dtype="float32", **extra)
                         None, seed=seed, dtype=dtype, output_names=("embeddings",), **extra)
 
 
+TOKEN_EMBEDDING_REQUIREMENTS = (
+    Requirement("scale", "returns self.embedding(tokens) * sqrt(d_model)", 3),
+    Requirement("dtype-device", "follows the dtype of its weights (float64) and the device of the tokens (meta)"),
+    Requirement("gradients", "is differentiable: gradients reach self.embedding.weight"),
+)
+
+
 def token_embedding_public_probes():
     return [
-        _token_probe("basic", "batch 2, 5 tokens, vocabulary 10, d_model=4", 2, 5, 10, 4, seed=1200),
-        _token_probe("wider", "batch 1, 6 tokens, vocabulary 20, d_model=9", 1, 6, 20, 9, seed=1210),
+        *requiring("scale", [
+            _token_probe("basic", "batch 2, 5 tokens, vocabulary 10, d_model=4", 2, 5, 10, 4, seed=1200),
+            _token_probe("wider", "batch 1, 6 tokens, vocabulary 20, d_model=9", 1, 6, 20, 9, seed=1210),
+        ]),
+        *requiring("dtype-device", [
+            _token_probe("float64", "float64 weights, batch 3, 7 tokens", 3, 7, 50, 16, seed=1220, dtype="float64"),
+            _token_probe("meta", "weights and tokens on the meta device", 2, 5, 10, 8, seed=1225, device="meta"),
+        ]),
+        *requiring("gradients", [
+            with_gradients(_token_probe("grad", "batch 2, 5 tokens", 2, 5, 10, 8, seed=1260), TokenEmbedding,
+                           seed=1261),
+        ]),
     ]
 
 
 def token_embedding_hidden_probes(devices=("cpu",)):
     probes = [
-        _token_probe("float64", "float64 weights, batch 3, 7 tokens", 3, 7, 50, 16, seed=1220, dtype="float64"),
-        _token_probe("paper", "d_model=512, vocabulary 100", 2, 8, 100, 512, seed=1230),
-        _token_probe("one-token", "a single token", 1, 1, 7, 6, seed=1240),
-        _token_probe("repeated", "the same few tokens many times", 4, 12, 3, 8, seed=1250),
+        *requiring("scale", [
+            _token_probe("paper", "d_model=512, vocabulary 100", 2, 8, 100, 512, seed=1230),
+            _token_probe("one-token", "a single token", 1, 1, 7, 6, seed=1240),
+            _token_probe("repeated", "the same few tokens many times", 4, 12, 3, 8, seed=1250),
+        ]),
+        *requiring("dtype-device", [
+            _token_probe("float64-2", "float64 weights, batch 2, 4 tokens, d_model=6", 2, 4, 9, 6, seed=1280,
+                         dtype="float64"),
+            _token_probe("meta-2", "on the meta device, batch 3, 6 tokens", 3, 6, 12, 10, seed=1285, device="meta"),
+            *[on_device(_token_probe("device", "batch 2, 5 tokens", 2, 5, 10, 8, seed=1270), device)
+              for device in devices if device != "cpu"],
+        ]),
+        *requiring("gradients", [
+            with_gradients(_token_probe("grad-2", "batch 3, 4 tokens, d_model=6", 3, 4, 7, 6, seed=1290),
+                           TokenEmbedding, seed=1291),
+        ]),
     ]
-    probes.append(with_gradients(_token_probe("grad", "batch 2, 5 tokens", 2, 5, 10, 8, seed=1260),
-                                 TokenEmbedding, seed=1261))
-    for device in devices:
-        if device != "cpu":
-            probes.append(on_device(_token_probe("device", "batch 2, 5 tokens", 2, 5, 10, 8, seed=1270), device))
     return token_embedding_public_probes() + probes
 
 
-def _rotation_probe(id, title, k, d_model):
-    return function_probe(id, title, (k, d_model), None, ("M",))
+def _rotation_probe(id, title, k, d_model, **extra):
+    return function_probe(id, title, (k, d_model), None, ("M",), **extra)
+
+
+RELATIVE_POSITION_REQUIREMENTS = (
+    Requirement("matrix", "M is block-diagonal, block i = [[cos k w_i, -sin k w_i], [sin k w_i, cos k w_i]], so that "
+                          "PE[pos + k] = PE[pos] @ M, for k of any sign", 3),
+    Requirement("odd-d-model", "an odd d_model raises ValueError"),
+    Requirement("default-dtype", "returns torch's default dtype (float64 when that is the default)"),
+)
 
 
 def relative_position_public_probes():
     return [
-        _rotation_probe("one-step", "k=1, d_model=4", 1, 4),
-        _rotation_probe("zero", "k=0 (the identity), d_model=4", 0, 4),
-        _rotation_probe("five", "k=5, d_model=6", 5, 6),
+        *requiring("matrix", [
+            _rotation_probe("one-step", "k=1, d_model=4", 1, 4),
+            _rotation_probe("zero", "k=0 (the identity), d_model=4", 0, 4),
+            _rotation_probe("five", "k=5, d_model=6", 5, 6),
+            _rotation_probe("backwards", "a negative shift, k=-3, d_model=8", -3, 8),
+        ]),
+        *requiring("odd-d-model", [_rotation_probe("odd", "an odd d_model=5 raises ValueError", 1, 5,
+                                                   hint=ROTATION_ODD_HINT)]),
+        *requiring("default-dtype", [
+            _rotation_probe("float64-default", "float64 as torch's default dtype, k=2, d_model=4", 2, 4,
+                            default_dtype="float64"),
+        ]),
     ]
 
 
 def relative_position_hidden_probes(devices=("cpu",)):
     return relative_position_public_probes() + [
-        _rotation_probe("backwards", "a negative shift, k=-3, d_model=8", -3, 8),
-        _rotation_probe("one-pair", "k=2, d_model=2", 2, 2),
-        _rotation_probe("zero-wide", "k=0, d_model=64", 0, 64),
-        _rotation_probe("paper", "k=7, d_model=512", 7, 512),
-        _rotation_probe("far", "k=100, d_model=512", 100, 512),
-        _rotation_probe("far-back", "k=-50, d_model=64", -50, 64),
+        *requiring("matrix", [
+            _rotation_probe("one-pair", "k=2, d_model=2", 2, 2),
+            _rotation_probe("zero-wide", "k=0, d_model=64", 0, 64),
+            _rotation_probe("paper", "k=7, d_model=512", 7, 512),
+            _rotation_probe("far", "k=100, d_model=512", 100, 512),
+            _rotation_probe("far-back", "k=-50, d_model=64", -50, 64),
+        ]),
+        *requiring("odd-d-model", [
+            _rotation_probe("odd-7", "d_model=7 raises ValueError", 3, 7, hint=ROTATION_ODD_HINT),
+            _rotation_probe("odd-1", "d_model=1 raises ValueError", 0, 1, hint=ROTATION_ODD_HINT),
+        ]),
+        *requiring("default-dtype", [
+            _rotation_probe("float64-default-2", "float64 as torch's default dtype, k=-3, d_model=6", -3, 6,
+                            default_dtype="float64"),
+        ]),
     ]
 
 
 EXERCISES = [
     ExerciseChecks("sinusoidal_positional_encoding", sinusoidal_positional_encoding, sinusoidal_public_probes,
-                   sinusoidal_hidden_probes, SINUSOIDAL_MISTAKES, ENCODING_TOLERANCE),
+                   sinusoidal_hidden_probes, SINUSOIDAL_MISTAKES, ENCODING_TOLERANCE,
+                   requirements=SINUSOIDAL_REQUIREMENTS),
     ExerciseChecks("PositionalEncoding", PositionalEncoding, positional_encoding_public_probes,
-                   positional_encoding_hidden_probes, POSITIONAL_ENCODING_MISTAKES),
+                   positional_encoding_hidden_probes, POSITIONAL_ENCODING_MISTAKES,
+                   requirements=POSITIONAL_ENCODING_REQUIREMENTS),
     ExerciseChecks("LearnedPositionalEmbedding", LearnedPositionalEmbedding, learned_public_probes,
-                   learned_hidden_probes, LEARNED_POSITIONAL_EMBEDDING_MISTAKES),
+                   learned_hidden_probes, LEARNED_POSITIONAL_EMBEDDING_MISTAKES, requirements=LEARNED_REQUIREMENTS),
     ExerciseChecks("TokenEmbedding", TokenEmbedding, token_embedding_public_probes, token_embedding_hidden_probes,
-                   TOKEN_EMBEDDING_MISTAKES),
+                   TOKEN_EMBEDDING_MISTAKES, requirements=TOKEN_EMBEDDING_REQUIREMENTS),
     ExerciseChecks("relative_position_matrix", relative_position_matrix, relative_position_public_probes,
-                   relative_position_hidden_probes, RELATIVE_POSITION_MISTAKES, ROTATION_TOLERANCE),
+                   relative_position_hidden_probes, RELATIVE_POSITION_MISTAKES, ROTATION_TOLERANCE,
+                   requirements=RELATIVE_POSITION_REQUIREMENTS),
 ]
