@@ -75,6 +75,45 @@ BUGS = [
     def forward(self, x):
         return self.linear2(self.dropout(self.linear1(self.activation(x))))
 ''', names="applied to the input"),
+    Bug("PositionwiseFeedForward", "forgets dropout", _FFN_INIT + '''
+    def forward(self, x):
+        return self.linear2(self.activation(self.linear1(x)))
+''', names="dropout is missing"),
+    Bug("PositionwiseFeedForward", "dropout on the output", _FFN_INIT + '''
+    def forward(self, x):
+        return self.dropout(self.linear2(self.activation(self.linear1(x))))
+''', names="applied to the output"),
+    Bug("PositionwiseFeedForward", "F.dropout without training=", _FFN_INIT + '''
+    def forward(self, x):
+        hidden = F.dropout(self.activation(self.linear1(x)), p=self.dropout.p)
+        return self.linear2(hidden)
+''', names="applied in eval mode"),
+    Bug("PositionwiseFeedForward", "dropout on the input", _FFN_INIT + '''
+    def forward(self, x):
+        return self.linear2(self.activation(self.linear1(self.dropout(x))))
+''', names="applied to the input, before linear1"),
+    Bug("PositionwiseFeedForward", "assumes three axes", _FFN_INIT + '''
+    def forward(self, x):
+        B, T, C = x.shape
+        hidden = self.dropout(self.activation(self.linear1(x.reshape(B * T, C))))
+        return self.linear2(hidden).reshape(B, T, C)
+''', names="any number of leading axes"),
+    Bug("PositionwiseFeedForward", "flattens with view", _FFN_INIT + '''
+    def forward(self, x):
+        flat = x.view(-1, x.size(-1))  # (N, d_model)
+        out = self.linear2(self.dropout(self.activation(self.linear1(flat))))
+        return out.view(x.shape)
+''', names="use .reshape"),
+    Bug("PositionwiseFeedForward", "hard-codes float32", _FFN_INIT + '''
+    def forward(self, x):
+        hidden = self.activation(self.linear1(x)).float()
+        return self.linear2(self.dropout(hidden).to(self.linear2.weight.dtype)).float()
+''', names="hard-code a dtype"),
+    Bug("PositionwiseFeedForward", "detaches the hidden layer", _FFN_INIT + '''
+    def forward(self, x):
+        hidden = self.activation(self.linear1(x)).detach()
+        return self.linear2(self.dropout(hidden))
+''', names="detaches the computation"),
     # ------------------------------------------------------------------ EncoderLayer
     Bug("EncoderLayer", "always post-norm", _LAYER_INIT + '''
     def forward(self, x, key_padding_mask=None, attn_mask=None):
@@ -101,7 +140,7 @@ BUGS = [
             return self.ff(self.norm2(x))
         x = self.norm1(self.self_attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
         return self.norm2(self.ff(x))
-''', names="residual connection is missing"),
+''', names="residual connections are missing"),
     Bug("EncoderLayer", "normalizes the sublayer's output only", _LAYER_INIT + '''
     def forward(self, x, key_padding_mask=None, attn_mask=None):
         if self.norm_first:
@@ -146,7 +185,106 @@ BUGS = [
             return x + self.ff(self.norm2(x))
         x = self.norm1(x + self.self_attn(x, x, x, attn_mask)[0])
         return self.norm2(x + self.ff(x))
-'''),
+''', names="passed by position"),
+    Bug("EncoderLayer", "forgets the attention residual", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, need_weights=False)
+        if self.norm_first:
+            h = self.norm1(x)
+            x = self.dropout(self.self_attn(h, h, h, **masks)[0])
+            return x + self.dropout(self.ff(self.norm2(x)))
+        x = self.norm1(self.dropout(self.self_attn(x, x, x, **masks)[0]))
+        return self.norm2(x + self.dropout(self.ff(x)))
+''', names="residual connection of the attention sublayer is missing"),
+    Bug("EncoderLayer", "forgets the feed-forward residual in pre-norm", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, need_weights=False)
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout(self.self_attn(h, h, h, **masks)[0])
+            return self.dropout(self.ff(self.norm2(x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, **masks)[0]))
+        return self.norm2(x + self.dropout(self.ff(x)))
+''', names="residual connection of the feed-forward sublayer is missing"),
+    Bug("EncoderLayer", "norm1 and norm2 swapped", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, need_weights=False)
+        if self.norm_first:
+            h = self.norm2(x)
+            x = x + self.dropout(self.self_attn(h, h, h, **masks)[0])
+            return x + self.dropout(self.ff(self.norm1(x)))
+        x = self.norm2(x + self.dropout(self.self_attn(x, x, x, **masks)[0]))
+        return self.norm1(x + self.dropout(self.ff(x)))
+''', names="norm1 and norm2 are swapped"),
+    Bug("EncoderLayer", "forgets the attn_mask", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout(self.self_attn(h, h, h, key_padding_mask=key_padding_mask)[0])
+            return x + self.dropout(self.ff(self.norm2(x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, key_padding_mask=key_padding_mask)[0]))
+        return self.norm2(x + self.dropout(self.ff(x)))
+''', names="attn_mask is not passed"),
+    Bug("EncoderLayer", "passes no mask at all", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout(self.self_attn(h, h, h)[0])
+            return x + self.dropout(self.ff(self.norm2(x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x)[0]))
+        return self.norm2(x + self.dropout(self.ff(x)))
+''', names="neither mask is passed"),
+    Bug("EncoderLayer", "no dropout on the attention output", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, need_weights=False)
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, **masks)[0]
+            return x + self.dropout(self.ff(self.norm2(x)))
+        x = self.norm1(x + self.self_attn(x, x, x, **masks)[0])
+        return self.norm2(x + self.dropout(self.ff(x)))
+''', names="dropout is missing on the attention sublayer"),
+    Bug("EncoderLayer", "no dropout anywhere", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, need_weights=False)
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, **masks)[0]
+            return x + self.ff(self.norm2(x))
+        x = self.norm1(x + self.self_attn(x, x, x, **masks)[0])
+        return self.norm2(x + self.ff(x))
+''', names="dropout is missing: apply"),
+    Bug("EncoderLayer", "F.dropout without training=", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        p = self.dropout.p
+        masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, need_weights=False)
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + F.dropout(self.self_attn(h, h, h, **masks)[0], p)
+            return x + F.dropout(self.ff(self.norm2(x)), p)
+        x = self.norm1(x + F.dropout(self.self_attn(x, x, x, **masks)[0], p))
+        return self.norm2(x + F.dropout(self.ff(x), p))
+''', names="applied in eval mode"),
+    Bug("EncoderLayer", "dropout after the residual sum", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, need_weights=False)
+        if self.norm_first:
+            h = self.norm1(x)
+            x = self.dropout(x + self.self_attn(h, h, h, **masks)[0])
+            return self.dropout(x + self.ff(self.norm2(x)))
+        x = self.norm1(self.dropout(x + self.self_attn(x, x, x, **masks)[0]))
+        return self.norm2(self.dropout(x + self.ff(x)))
+''', names="after the residual sum"),
+    Bug("EncoderLayer", "detaches the attention output", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, need_weights=False)
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout(self.self_attn(h, h, h, **masks)[0].detach())
+            return x + self.dropout(self.ff(self.norm2(x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, **masks)[0].detach()))
+        return self.norm2(x + self.dropout(self.ff(x)))
+''', names="detaches the computation"),
     # ------------------------------------------------------------------ Encoder
     Bug("Encoder", "no final norm in a pre-norm stack", _ENCODER_INIT + '''
     def forward(self, x, key_padding_mask=None):
@@ -159,7 +297,7 @@ BUGS = [
         for layer in self.layers:
             x = layer(x, key_padding_mask)
         return self.norm(x)
-'''),
+''', names="where it is None"),
     Bug("Encoder", "forgets the padding mask", _ENCODER_INIT + '''
     def forward(self, x, key_padding_mask=None):
         for layer in self.layers:
@@ -188,4 +326,33 @@ BUGS = [
                 x = self.norm(x)
         return x
 ''', names="after every layer"),
+    Bug("Encoder", "padding mask to the first layer only", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        first, *rest = self.layers
+        x = first(x, key_padding_mask=key_padding_mask)
+        for layer in rest:
+            x = layer(x)
+        return x if self.norm is None else self.norm(x)
+''', names="first layer only"),
+    Bug("Encoder", "layers in reverse order", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        for layer in reversed(self.layers):
+            x = layer(x, key_padding_mask=key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names="reverse order"),
+    Bug("Encoder", "final norm before the layers", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        if self.norm is not None:
+            x = self.norm(x)
+        for layer in self.layers:
+            x = layer(x, key_padding_mask=key_padding_mask)
+        return x
+''', names="applied before the layers"),
+    Bug("Encoder", "dropout on the encoder's input", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        x = self.layers[0].dropout(x)  # dropout on the embeddings, as in the paper
+        for layer in self.layers:
+            x = layer(x, key_padding_mask=key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names="dropout to its input"),
 ]

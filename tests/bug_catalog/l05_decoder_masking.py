@@ -59,7 +59,16 @@ def causal_mask(T, device=None):
     Bug("causal_mask", "no device argument", '''
 def causal_mask(T):
     return torch.ones(T, T, dtype=torch.bool).triu(1)
-'''),
+''', names="has no `device` argument"),
+    Bug("causal_mask", "ignores the device", '''
+def causal_mask(T, device=None):
+    return torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+''', names="meta device"),
+    Bug("causal_mask", "built from the definition, on the CPU", '''
+def causal_mask(T, device=None):
+    return torch.tensor([[j > i for j in range(T)] for i in range(T)])
+''', names="meta device"),
+
     # ------------------------------------------------------------------ padding_mask
     Bug("padding_mask", "marks the real tokens", '''
 def padding_mask(tokens, pad_id):
@@ -81,6 +90,14 @@ def padding_mask(tokens, pad_id):
 def padding_mask(tokens, pad_id):
     return torch.where(tokens == pad_id, 1, 0)
 ''', names="return a boolean mask"),
+    Bug("padding_mask", "moves the mask to the CPU", '''
+def padding_mask(tokens, pad_id):
+    return (tokens == pad_id).cpu()
+''', names="on the tokens' device"),
+    Bug("padding_mask", "builds the mask from Python lists", '''
+def padding_mask(tokens, pad_id):
+    return torch.tensor([[token == pad_id for token in row] for row in tokens.tolist()])
+''', names="on the tokens' device"),
     # ------------------------------------------------------------------ DecoderLayer
     Bug("DecoderLayer", "memory as the cross-attention's query", _LAYER_INIT + '''
     def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
@@ -185,7 +202,113 @@ def attend(attention, query, key, key_padding_mask=None, attn_mask=None):
         x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=causal)[0])
         x = self.norm2(x + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
         return self.norm3(x + self.ff(x))
-'''),
+''', names="builds a causal mask of its own"),
+    Bug("DecoderLayer", "normalizes the memory in pre-norm cross-attention", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        def self_attention(h):
+            return self.dropout(self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
+                                               need_weights=False)[0])
+
+        def cross_attention(h, m):
+            return self.dropout(self.cross_attn(h, m, m, key_padding_mask=memory_key_padding_mask,
+                                                need_weights=False)[0])
+
+        if self.norm_first:
+            x = x + self_attention(self.norm1(x))
+            x = x + cross_attention(self.norm2(x), self.norm2(memory))
+            return x + self.dropout(self.ff(self.norm3(x)))
+        x = self.norm1(x + self_attention(x))
+        x = self.norm2(x + cross_attention(x, memory))
+        return self.norm3(x + self.dropout(self.ff(x)))
+''', names="the memory is normalized too"),
+    Bug("DecoderLayer", "forgets the cross-attention residual", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout(self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+            h = self.norm2(x)
+            x = self.dropout(self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+            return x + self.dropout(self.ff(self.norm3(x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask,
+                                                       attn_mask=tgt_mask)[0]))
+        x = self.norm2(self.dropout(self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0]))
+        return self.norm3(x + self.dropout(self.ff(x)))
+''', names="residual connection of the cross-attention sublayer is missing"),
+    Bug("DecoderLayer", "norm1 and norm2 swapped", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm2(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0]
+            h = self.norm1(x)
+            x = x + self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask)[0]
+            return x + self.ff(self.norm3(x))
+        x = self.norm2(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+        x = self.norm1(x + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+        return self.norm3(x + self.ff(x))
+''', names="norm1 goes with self-attention, norm2 with cross-attention"),
+    Bug("DecoderLayer", "the causal mask in cross-attention too", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0]
+            h = self.norm2(x)
+            x = x + self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask, attn_mask=tgt_mask)[0]
+            return x + self.ff(self.norm3(x))
+        x = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+        x = self.norm2(x + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                           attn_mask=tgt_mask)[0])
+        return self.norm3(x + self.ff(x))
+''', names="passed to cross-attention too"),
+    Bug("DecoderLayer", "cross-attention before self-attention", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask)[0]
+            h = self.norm2(x)
+            x = x + self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0]
+            return x + self.ff(self.norm3(x))
+        x = self.norm1(x + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+        x = self.norm2(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+        return self.norm3(x + self.ff(x))
+''', names="cross-attention comes before self-attention"),
+    Bug("DecoderLayer", "no dropout on the cross-attention output", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout(self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+            h = self.norm2(x)
+            x = x + self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask)[0]
+            return x + self.dropout(self.ff(self.norm3(x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask,
+                                                       attn_mask=tgt_mask)[0]))
+        x = self.norm2(x + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+        return self.norm3(x + self.dropout(self.ff(x)))
+''', names="dropout is missing on the cross-attention"),
+    Bug("DecoderLayer", "F.dropout without training=", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        p = self.dropout.p
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + F.dropout(self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0], p)
+            h = self.norm2(x)
+            x = x + F.dropout(self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask)[0], p)
+            return x + F.dropout(self.ff(self.norm3(x)), p)
+        x = self.norm1(x + F.dropout(self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask,
+                                                    attn_mask=tgt_mask)[0], p))
+        x = self.norm2(x + F.dropout(self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0], p))
+        return self.norm3(x + F.dropout(self.ff(x), p))
+''', names="applied in eval mode"),
+    Bug("DecoderLayer", "cross-attention queries from the layer's input", _LAYER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            out = x + self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0]
+            out = out + self.cross_attn(self.norm2(x), memory, memory, key_padding_mask=memory_key_padding_mask)[0]
+            return out + self.ff(self.norm3(out))
+        out = self.norm1(x + self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+        out = self.norm2(out + self.cross_attn(x, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+        return self.norm3(out + self.ff(out))
+''', names="queries are the layer's input"),
     # ------------------------------------------------------------------ Decoder
     Bug("Decoder", "no final norm in a pre-norm stack", _DECODER_INIT + '''
     def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
@@ -224,5 +347,52 @@ def attend(attention, query, key, key_padding_mask=None, attn_mask=None):
         for layer in self.layers:
             x = layer(x, memory, tgt_mask, memory_key_padding_mask, tgt_key_padding_mask)
         return x if self.norm is None else self.norm(x)
-'''),
+''', names="in each other's places"),
+    Bug("Decoder", "masks to the first layer only", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        first, *rest = self.layers
+        x = first(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        for layer in rest:
+            x = layer(x, memory)
+        return x if self.norm is None else self.norm(x)
+''', names="first layer only"),
+    Bug("Decoder", "gives each layer x as its memory", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, x, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names="as their memory"),
+    Bug("Decoder", "the memory follows the stack", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+            memory = x
+        return x if self.norm is None else self.norm(x)
+''', names="memory changes along the stack"),
+    Bug("Decoder", "final norm in a post-norm stack too", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        return self.norm(x)
+''', names="where it is None"),
+    Bug("Decoder", "final norm inside the loop", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+            if self.norm is not None:
+                x = self.norm(x)
+        return x
+''', names="after every layer"),
+    Bug("Decoder", "forgets the target padding mask", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_key_padding_mask=memory_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names="tgt_key_padding_mask is not passed on"),
+    Bug("Decoder", "layers in reverse order", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in reversed(self.layers):
+            x = layer(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names="reverse order"),
 ]

@@ -18,7 +18,20 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 def public_data(lesson_name):
-    """{exercise: {probes, expected, mistakes, tolerance, requirements}} for one lesson."""
+    """{exercise: {probes, expected, mistakes, tolerance, requirements}} for one lesson.
+
+    Built on one thread: some results (gradients through LayerNorm, say) differ in their last
+    bits with the number of threads, and the stored bytes must not depend on the machine.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _public_data(lesson_name)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _public_data(lesson_name):
     data = {}
     for exercise in LESSONS[lesson_name].exercises:
         spec = specs().get(exercise.name)
