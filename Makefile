@@ -3,8 +3,9 @@
 #   make test      run the project's tests and re-execute every solution notebook
 #   make lessons   regenerate lessons/ from solutions/ (after editing a solution notebook)
 #   make bench     every speed figure in one table (BENCH=--quick); bench-grading: nbgrader vs the trusted grader
-#   make release   write release/<lesson>/: what a class receives for each lesson
+#   make release   write release/<lesson>/: what a class receives for each lesson (LESSONS="01 02": only those)
 #   make autograde trusted scores for every submission in submitted/, into nbgrader's gradebook
+#   make gradescope LESSON=01   gradescope/<lesson>.zip: the lesson's autograder for Gradescope
 # Each target first makes the virtual environment (.venv) if it is missing or stale.
 
 PYTHON ?= python3
@@ -23,10 +24,10 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout 300
 
-.PHONY: help venv lab test lessons bench bench-grading release autograde
+.PHONY: help venv lab test lessons bench bench-grading release autograde gradescope
 
 help:
-	@sed -n '2,8p' Makefile | sed 's/^# *//'
+	@sed -n '2,9p' Makefile | sed 's/^# *//'
 
 venv: $(STAMP)
 
@@ -36,13 +37,22 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -e .
 	@touch $(STAMP)
 
-lab: $(STAMP)
+# JupyterLab's defaults for this course, in the environment's own settings folder: no "Would
+# you like to get notified about official Jupyter news?" pop-up on the first start (answering
+# it fetches a feed from the internet) and no update check.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+
+$(LAB_OVERRIDES): $(STAMP)
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	@echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $@
+
+lab: $(STAMP) $(LAB_OVERRIDES)
 	@token=$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))'); \
 	echo "Opening $(LESSON) in JupyterLab; if no browser opens, open"; \
 	echo "    http://127.0.0.1:$(PORT)/lab/tree/$(LESSON)?token=$$token"; \
 	echo "Stop it with Ctrl-C."; \
 	JUPYTER_TOKEN=$$token $(BIN)/jupyter lab "$(LESSON)" --ServerApp.root_dir="$(CURDIR)" \
-	    --ServerApp.port=$(PORT) --ServerApp.port_retries=0 --ServerApp.log_level=WARN $(AS_ROOT)
+	    --ServerApp.port=$(PORT) --ServerApp.port_retries=0 --ServerApp.log_level=WARN --LabApp.news_url=None $(AS_ROOT)
 
 # One test file (or notebook) per core at a time, the longest first (tests/conftest.py); the
 # tests' tiny tensors run fastest on one thread.
@@ -52,12 +62,20 @@ test: $(STAMP)
 lessons: $(STAMP)
 	$(BIN)/python -m autograder.lessons
 
+# LESSONS= builds only those lessons, by number or name, e.g. make release LESSONS="01 02". Each
+# bundle holds the model answers of the lessons before it: the output says which.
 release: $(STAMP)
-	$(BIN)/python -m autograder release release
+	$(BIN)/python -m autograder release release $(LESSONS)
 
 # LESSONS= limits it to some lessons, e.g. make autograde LESSONS=01_self_attention
 autograde: $(STAMP)
 	$(BIN)/python -m autograder autograde $(LESSONS)
+
+# The Gradescope autograder of one lesson, e.g. make gradescope LESSON=01 (LESSON's default is
+# make lab's notebook: name the lesson).
+gradescope: $(STAMP)
+	@test "$(origin LESSON)" != file || { echo "name the lesson: make gradescope LESSON=01"; exit 2; }
+	$(BIN)/python -m autograder gradescope $(LESSON)
 
 # nbval and grading seconds per notebook, lesson 06's training (3 seeds), reference vs torch.nn
 # speed, then one table of every figure. BENCH= passes options, e.g. BENCH="--quick" or

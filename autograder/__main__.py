@@ -4,7 +4,8 @@
     python -m autograder check PATH.ipynb [--json]   the same with the public checks only (students)
     python -m autograder check lessons/ [--json]     the whole course's progress in one table
     python -m autograder autograde [LESSON ...]      grade submitted/ into nbgrader's gradebook
-    python -m autograder release DEST                what a class receives, one folder per lesson
+    python -m autograder release DEST [LESSON ...]   what a class receives, one folder per lesson
+    python -m autograder gradescope LESSON [--dest DIR]   the lesson's Gradescope autograder zip
 
 Bad input (a missing file, not a notebook, an unknown lesson, no answer cells) prints a
 one-line error and exits with code 2.
@@ -69,6 +70,34 @@ def _course(args, hidden):
     return 0
 
 
+def _release(args):
+    from .release import build_release, release_note
+
+    try:
+        built = build_release(args.dest, names=args.lessons)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for folder, lesson in built:
+        print(f"wrote {folder}: {release_note(lesson)}")
+    if not built:
+        print("nothing written: no notebook in lessons/ for the lessons named (make lessons first?)")
+    return 0
+
+
+def _gradescope(args):
+    from .gradescope import build_zip
+
+    try:
+        archive = build_zip(args.lesson, args.dest, args.visibility)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {archive}: upload it as the autograder of a Gradescope programming assignment "
+          "(docs/instructors.md, section 7)")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -88,15 +117,19 @@ def main(argv=None):
     autograde.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per cell and per exercise")
     release = commands.add_parser("release", help="write what students receive, one folder per lesson")
     release.add_argument("dest", help="folder to write (e.g. release/)")
+    release.add_argument("lessons", nargs="*", help="only these lessons, by name or number (e.g. 01 02; default: all)")
+    gradescope = commands.add_parser("gradescope", help="write a lesson's autograder zip for Gradescope")
+    gradescope.add_argument("lesson", help="the lesson, by name or number (e.g. 01), or its notebook's path")
+    gradescope.add_argument("--dest", default="gradescope", help="folder for the zip (default: gradescope/)")
+    gradescope.add_argument("--visibility", choices=("visible", "after_published"), default="visible",
+                            help="when students see each exercise's score and messages (default: at once)")
     args = parser.parse_args(argv)
     if args.command == "autograde":
         return _autograde(args)
     if args.command == "release":
-        from .release import build_release
-
-        for folder in build_release(args.dest):
-            print(f"wrote {folder}")
-        return 0
+        return _release(args)
+    if args.command == "gradescope":
+        return _gradescope(args)
     hidden = args.command == "grade"
     if Path(args.notebook).is_dir():
         return _course(args, hidden)

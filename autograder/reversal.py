@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 def _reference(name):
     """The course's reference ``name`` (a lesson-06 answer): in the full repository only.
 
-    What a class receives for lesson 06 leaves that lesson's reference out (ARCHITECTURE.md),
+    What a class receives for lesson 06 leaves that lesson's reference out (docs/architecture.md, the release rule),
     so there the student's own code is used, and a missing piece says so.
     """
     try:

@@ -23,10 +23,10 @@ import pytest
 from autograder.__main__ import main as autograder_main
 
 REPO = Path(__file__).resolve().parent.parent
-DOCS = ["README.md", "docs/instructors.md"]
+DOCS = ["README.md", "docs/instructors.md", "docs/architecture.md"]
 
 # Folders and files that appear only while a course is taught (all gitignored) or that `make venv` creates.
-MADE_AT_RUN_TIME = {"submitted", "autograded", "feedback", "release", "gradebook.db", "grades.csv", ".venv"}
+MADE_AT_RUN_TIME = {"submitted", "autograded", "feedback", "release", "gradescope", "gradebook.db", "grades.csv", ".venv"}
 NOT_THE_REPOSITORY = MADE_AT_RUN_TIME | {".git", "__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 PATH_SUFFIXES = (".py", ".md", ".ipynb", ".yml", ".txt", ".pt", ".cfg", ".toml")
 PLACEHOLDERS = [(re.compile(r"<[^<>/]+>"), "*"), (re.compile(r"\bNN_topic\b"), "*"), (re.compile(r"\bNN\b"), "[0-9][0-9]")]
@@ -228,3 +228,16 @@ Open `autograder/nothere.py` and `solutions/<lesson>/nothere.ipynb`.
 `solutions/<lesson>/<lesson>.ipynb`, `autograder/checks/hidden/l<lesson>.py`, `release/<lesson>/`
 """
     assert problems_in(fine) == []
+
+
+def test_the_package_points_only_at_documents_that_exist():
+    """A comment or docstring of the shipped package that sends the reader to a document names one in the repository."""
+    missing = []
+    for module in sorted((REPO / "autograder").rglob("*.py")):
+        for name in re.findall(r"[\w./-]*\b[A-Za-z_]\w*\.md\b", module.read_text(encoding="utf-8")):
+            if "shared/" in name:
+                continue  # the course's contract, kept beside the repository
+            if not (REPO / name).exists() and not any(p.name == name for p in (REPO / "docs").glob("*.md")) \
+                    and not (REPO / name.split("/")[-1]).exists():
+                missing.append(f"{module.relative_to(REPO)}: {name}")
+    assert not missing, "documents that do not exist:\n  " + "\n  ".join(missing)

@@ -1,20 +1,30 @@
 """What students receive gives nothing away: no solution, no hidden check, no later reference.
 
 For each lesson N, `make release` writes the student notebook, the public checks and the
-reference of lessons before N only (ARCHITECTURE.md). The grader's sandbox imports the same
-subset, so these tests also bound what a student's code can import while it is graded.
+reference of lessons before N only (docs/architecture.md, the release rule), and says which
+model answers each bundle holds. The grader's sandbox imports the same subset, so these tests
+also bound what a student's code can import while it is graded. A bundle's requirements.txt
+lists what a student's machine needs, and nothing the bundle imports is missing from it.
 Before the lessons comes 00_start_here/, the ungraded introduction: no reference at all, and
 the public checks of lesson 01 only, which its notebook demonstrates.
 """
 
+import ast
+import contextlib
+import io
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from autograder.__main__ import main as autograder_main
 from autograder.curriculum import EXERCISES, INTRODUCTION, LESSONS
 from autograder.lessons import REPO, lessons_with_sources, notebooks_with_sources, source_notebook
 from autograder.release import build_release
@@ -41,7 +51,7 @@ def solution_lines(lesson_name):
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
     dest = tmp_path_factory.mktemp("release")
-    return dest, build_release(dest)
+    return dest, [folder for folder, _ in build_release(dest)]
 
 
 def files_of(folder):
@@ -152,3 +162,69 @@ def test_the_course_progress_table_works_from_a_bundle(release, tmp_path):
     assert all(any(line.startswith(name) and "no notebook found" in line for line in lines)
                for name in list(LESSONS)[2:]), run.stdout
     assert f"0 of {len(EXERCISES)} exercises pass" in run.stdout, run.stdout
+
+
+def test_only_the_lessons_named_are_built_and_each_says_what_it_gives_away(tmp_path):
+    first, second, third = list(LESSONS)[:3]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert autograder_main(["release", str(tmp_path), "01", second]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [INTRODUCTION, first, second], "the introduction goes with 01"
+    notes = {line.split(":")[0].rsplit("/", 1)[-1]: line for line in out.getvalue().splitlines()}
+    assert "holds no model answer" in notes[first] and "holds no model answer" in notes[INTRODUCTION]
+    assert f"holds the model answers of {first}; hand it out only after the deadline of {first}" in notes[second]
+    assert [folder.name for folder, _ in build_release(tmp_path / "later", names=["03"])] == [third]
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert autograder_main(["release", str(tmp_path), "99"]) == 2
+    assert "unknown lesson '99'" in err.getvalue()
+
+
+def imported_modules(folder):
+    """{top-level module: a file importing it} for every absolute import in the bundle's Python
+    files and notebook code cells (IPython's %magic and !shell lines left out)."""
+    sources = {p: p.read_text() for p in folder.rglob("*.py")}
+    for notebook in folder.rglob("*.ipynb"):
+        for i, cell in enumerate(nbformat.read(notebook, as_version=4).cells):
+            if cell.cell_type == "code":
+                code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+                sources[f"{notebook.name} cell {i}"] = code
+    found = {}
+    for where, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                found.update({alias.name.split(".")[0]: where for alias in node.names})
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                found[node.module.split(".")[0]] = where
+    return found
+
+
+def installed_closure(requirements_file):
+    """The distributions a `pip install -r requirements_file` brings: those listed and all they require."""
+    todo = [Requirement(line).name for line in requirements_file.read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    seen = set()
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        for line in metadata.requires(name) or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return seen
+
+
+@pytest.mark.parametrize("lesson", notebooks_with_sources())
+def test_every_import_in_a_bundle_is_satisfied_by_its_requirements(release, lesson):
+    dest, _ = release
+    folder = dest / lesson
+    if not folder.exists():
+        pytest.skip(f"lessons/{lesson}/ is not generated yet (make lessons)")
+    installed = installed_closure(folder / "requirements.txt")
+    assert "nbgrader" not in installed and "pytest" not in installed and "playwright" not in installed
+    providers = metadata.packages_distributions()
+    missing = {module: where for module, where in imported_modules(folder).items()
+               if module not in sys.stdlib_module_names and module != "autograder"
+               and not {canonicalize_name(d) for d in providers.get(module, [])} & installed}
+    assert not missing, f"imported by {lesson}'s bundle, installed by none of its requirements: {missing}"

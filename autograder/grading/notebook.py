@@ -107,12 +107,14 @@ def setup_cell(notebook):
 def lesson_prelude(lesson, submission=None):
     """The code that runs before the answer cells: the lesson's own setup cell.
 
-    Taken from the source notebook in solutions/ when it is there (the student's copy could
-    have been edited), else from the submission, else the plain imports.
+    Taken from the course's own copy (the student's could have been edited): the source notebook
+    in solutions/, else the generated one in lessons/ (whose setup cell is the same, locked; a
+    Gradescope autograder carries that one, never a solution), else from the submission, else
+    the plain imports.
     """
-    source = COURSE_ROOT / "solutions" / lesson.name / f"{lesson.name}.ipynb"
-    if source.exists():
-        prelude = setup_cell(read_notebook(source))
+    for folder in ("solutions", "lessons"):
+        source = COURSE_ROOT / folder / lesson.name / f"{lesson.name}.ipynb"
+        prelude = setup_cell(read_notebook(source)) if source.exists() else None
         if prelude is not None:
             return prelude
     if submission is not None and setup_cell(submission) is not None:
