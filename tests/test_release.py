@@ -126,7 +126,7 @@ def test_the_introduction_runs_in_its_bundle(release, jupyter_env):
     assert not errors, errors
     assert nb.cells[-1].outputs[0].text.strip() == str(folder / "autograder" / "__init__.py")
     printed = "".join(output.get("text", "") for cell in nb.cells for output in cell.get("outputs", []))
-    assert "fails 5 of 5 public checks" in printed and "is not implemented yet" in printed
+    assert "meets 0 of 5 requirements" in printed and "is not implemented yet" in printed
 
 
 @pytest.mark.parametrize("lesson", lessons_with_sources())

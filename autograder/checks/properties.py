@@ -334,7 +334,8 @@ FIXTURE_HINTS = {
     "training": "leaves the model in a different mode than it found it: remember model.training and restore it",
     "grad_enabled": "decodes with gradients enabled: wrap the loop in torch.no_grad()",
     "encode": "calls model.encode a different number of times: encode the source once, before the loop",
-    "decode": "calls model.decode a different number of times: stop as soon as every row has produced eos_id",
+    "decode": "calls model.decode a different number of times: once per new token, and no more once every row has "
+              "produced eos_id",
     "decoded_in_training_mode": "decodes with the model in training mode (dropout on): call model.eval() first, "
                                 "then restore the mode the model was in",
     "src_key_padding_mask": "src_key_padding_mask is not passed on to model.encode as given (masks are never inferred)",

@@ -125,7 +125,84 @@ BUGS = [
             tgt_key_padding_mask = padding_mask(tgt, self.pad_id)
         memory = self.encode(src, src_key_padding_mask)
         return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask))
-'''),
+''', names="masks are never inferred"),
+    Bug("Transformer", "infers the source mask in encode", _INIT + '''
+    def encode(self, src, src_key_padding_mask=None):
+        if src_key_padding_mask is None:
+            src_key_padding_mask = src == self.pad_id
+        x = self.pos_enc(self.src_embed(src))
+        return self.encoder(x, key_padding_mask=src_key_padding_mask)
+''' + _DECODE + _FORWARD, names="masks are never inferred"),
+    Bug("Transformer", "infers the target mask in decode", _INIT + _ENCODE + '''
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        if tgt_key_padding_mask is None:
+            tgt_key_padding_mask = padding_mask(tgt, self.pad_id)
+        y = self.pos_enc(self.tgt_embed(tgt))
+        mask = causal_mask(tgt.size(1), device=tgt.device)
+        return self.decoder(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask)
+''' + _FORWARD, names="masks are never inferred"),
+    Bug("Transformer", "adds the positional table itself, without its dropout", _INIT + '''
+    def encode(self, src, src_key_padding_mask=None):
+        x = self.src_embed(src) + self.pos_enc.pe[:src.size(1)]
+        return self.encoder(x, key_padding_mask=src_key_padding_mask)
+
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        y = self.tgt_embed(tgt) + self.pos_enc.pe[:tgt.size(1)]
+        mask = causal_mask(tgt.size(1), device=tgt.device)
+        return self.decoder(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask)
+''' + _FORWARD, names="without its dropout"),
+    Bug("Transformer", "decode applies the generator", _INIT + _ENCODE + '''
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        y = self.pos_enc(self.tgt_embed(tgt))
+        mask = causal_mask(tgt.size(1), device=tgt.device)
+        return self.generator(self.decoder(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask))
+
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        memory = self.encode(src, src_key_padding_mask)
+        return self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask)
+''', names="decode applies the generator"),
+    Bug("Transformer", "runs the layers itself and skips the final norms", _INIT + '''
+    def encode(self, src, src_key_padding_mask=None):
+        x = self.pos_enc(self.src_embed(src))
+        for layer in self.encoder.layers:
+            x = layer(x, key_padding_mask=src_key_padding_mask)
+        return x
+
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        y = self.pos_enc(self.tgt_embed(tgt))
+        mask = causal_mask(tgt.size(1), device=tgt.device)
+        for layer in self.decoder.layers:
+            y = layer(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask)
+        return y
+''' + _FORWARD, names="final LayerNorms"),
+    Bug("Transformer", "builds the causal mask on the CPU", _INIT + _ENCODE + '''
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        y = self.pos_enc(self.tgt_embed(tgt))
+        mask = causal_mask(tgt.size(1))
+        return self.decoder(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask)
+''' + _FORWARD, names="inputs' device"),
+    Bug("Transformer", "a float causal mask of ones", _INIT + _ENCODE + '''
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        T = tgt.size(1)
+        mask = torch.triu(torch.ones(T, T, device=tgt.device), diagonal=1)
+        return self.decoder(self.pos_enc(self.tgt_embed(tgt)), memory, mask, tgt_key_padding_mask,
+                            memory_key_padding_mask)
+''' + _FORWARD, names="sees the future"),
+    Bug("Transformer", "drops the target padding mask", _INIT + _ENCODE + _DECODE + '''
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        memory = self.encode(src, src_key_padding_mask)
+        return self.generator(self.decode(tgt, memory, memory_key_padding_mask=src_key_padding_mask))
+''', names="tgt_key_padding_mask is not passed"),
+    Bug("Transformer", "the encoder never gets the source padding mask", _INIT + '''
+    def encode(self, src, src_key_padding_mask=None):
+        return self.encoder(self.pos_enc(self.src_embed(src)))
+''' + _DECODE + _FORWARD, names="not passed to the encoder"),
+    Bug("Transformer", "encodes without gradients", _INIT + _ENCODE + _DECODE + '''
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        with torch.no_grad():
+            memory = self.encode(src, src_key_padding_mask)
+        return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask))
+''', names="detaches the computation"),
     # ------------------------------------------------------------------ count_parameters
     Bug("count_parameters", "counts the state_dict", '''
 def count_parameters(model):
@@ -179,13 +256,20 @@ def noam_lr(step, d_model, warmup):
     Bug("noam_lr", "no ValueError for step 0", '''
 def noam_lr(step, d_model, warmup):
     return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
-'''),
+''', names="should raise a ValueError"),
     Bug("noam_lr", "returns 0 for step 0", '''
 def noam_lr(step, d_model, warmup):
     if step == 0:
         return 0.0
     return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
-'''),
+''', names="should raise a ValueError"),
+    Bug("noam_lr", "returns a tensor", '''
+def noam_lr(step, d_model, warmup):
+    if step < 1:
+        raise ValueError("step counts from 1")
+    step = torch.tensor(float(step), dtype=torch.float64)
+    return d_model ** -0.5 * torch.minimum(step ** -0.5, step * warmup ** -1.5)
+''', names="Python float"),
     Bug("noam_lr", "forgets d_model", '''
 def noam_lr(step, d_model, warmup):
     if step < 1:
@@ -350,4 +434,56 @@ def noam_lr(step, d_model, warmup):
     model.train(was_training)
     return ys
 ''', names="encode the source once"),
+    Bug("greedy_decode", "pads with 0", _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, 0)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    model.train(was_training)
+    return ys
+''', names="fill them with model.pad_id"),
+    Bug("greedy_decode", "infers the source padding mask", _GREEDY_HEAD + '''
+    if src_key_padding_mask is None:
+        src_key_padding_mask = src == model.pad_id
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    model.train(was_training)
+    return ys
+''', names="masks are never inferred"),
+    Bug("greedy_decode", "switches the model to training mode at the end", _GREEDY_HEAD + '''
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    model.train()
+    return ys
+''', names="restore it"),
 ]

@@ -1,21 +1,31 @@
 """Lesson 06 checks: Transformer, count_parameters, noam_lr and greedy_decode.
 
-The Transformer probes use tiny configurations (vocabularies of 11 and 13 tokens, d_model 8
-to 16, one or two layers) with the reference's weights, perturbed; they call forward, encode
-and decode (the probe's ``method``). count_parameters runs on the runner's fixtures (a module
-that shares a weight and freezes one, nn.Linear, nn.BatchNorm1d, a small nn.Transformer).
-greedy_decode runs on the runner's ScriptedModel, whose next-token logits are a fixed table,
-so the tokens it must produce are known; the runner also records how the model was used
-(its mode before and during decoding, gradients, the masks it was given, the calls).
+Each exercise's checks are grouped into the requirements its text states, the core behaviour
+first. Public probes are small and shown to students (their expected values are stored as data);
+hidden probes try the same requirements on other sizes, seeds and values, never another kind of
+input.
+
+The Transformer probes use tiny models (vocabularies of 11 and 13 tokens, d_model 8 or 16, two
+layers) with the reference's weights, perturbed, and call forward, encode or decode (the probe's
+``method``). Batch, source and target lengths always differ from one another, so that no size
+mix-up goes unseen. count_parameters runs on the runner's fixtures (nn.Linear, a module that
+shares a weight, one with a frozen parameter, nn.BatchNorm1d, a small nn.Transformer).
+greedy_decode runs on the runner's ScriptedModel, whose next-token logits are a fixed table, so
+the tokens it must produce are known; the model also records how it was used (encode and decode
+calls, gradients, its mode, the masks it was given), and each probe checks the records its
+requirement is about. ScriptedModel cannot run on the meta device (decoding stops on the values
+it produces), so greedy_decode's device is not checked (the lesson says so).
 """
 
 import torch
 from torch import nn
 
 from ...reference import Transformer, causal_mask, count_parameters, greedy_decode, noam_lr
-from .probes import ExerciseChecks, function_probe, module_probe, on_device, randn, with_gradients
+from .probes import ExerciseChecks, Requirement, function_probe, module_probe, on_device, randn, requiring, with_gradients
 
-SMALL = {"d_model": 8, "num_heads": 2, "num_layers": 1, "d_ff": 16, "max_len": 32}
+# The plain case: two post-norm layers (so that a stack cut short shows), no dropout, no masks.
+PLAIN = {"d_model": 8, "num_heads": 2, "num_layers": 2, "d_ff": 16, "max_len": 32, "dropout": 0.0}
+WIDER = {"d_model": 16, "d_ff": 32}
 
 
 def _variant(base, variant):
@@ -30,6 +40,8 @@ def _padding(lengths, T):
 
 # ----------------------------------------------------------------------------- Transformer
 class _TransformerMistake(Transformer):
+    """The reference Transformer with one wrong turn, named by ``variant``."""
+
     variant = None
 
     def __init__(self, *args, **kwargs):
@@ -39,32 +51,54 @@ class _TransformerMistake(Transformer):
             self.tgt_embed.embedding.weight = nn.Parameter(self.src_embed.embedding.weight.detach().clone())
             self.generator.weight = nn.Parameter(self.src_embed.embedding.weight.detach().clone())
 
-    def _embed(self, embed, tokens):
-        return embed.embedding(tokens) if self.variant == "unscaled" else embed(tokens)  # (B, T, C)
+    def _inferred(self, tokens, mask, which):
+        return tokens == self.pad_id if mask is None and self.variant in which else mask  # (B, S)
+
+    def _positions(self, x):
+        if self.variant == "pe_without_dropout":
+            return x + self.pos_enc.pe[: x.size(1)]  # (B, T, C)
+        return self.pos_enc(x)
+
+    def _stack(self, stack, x, *args, **kwargs):
+        if self.variant != "no_final_norm":
+            return stack(x, *args, **kwargs)
+        for layer in stack.layers:
+            x = layer(x, *args, **kwargs)  # (B, T, C)
+        return x
 
     def encode(self, src, src_key_padding_mask=None):
-        x = self._embed(self.src_embed, src)
+        x = self.src_embed.embedding(src) if self.variant == "unscaled" else self.src_embed(src)  # (B, S, C)
         if self.variant != "no_source_positions":
-            x = self.pos_enc(x)
+            x = self._positions(x)
         mask = None if self.variant == "src_mask_dropped" else src_key_padding_mask
-        return self.encoder(x, key_padding_mask=mask)  # (B, S, C)
+        mask = self._inferred(src, mask, ("infer_src", "infer_src_encoder"))
+        return self._stack(self.encoder, x, key_padding_mask=mask)  # (B, S, C)
 
     def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
-        y = self._embed(self.tgt_embed, tgt)
+        y = self.tgt_embed.embedding(tgt) if self.variant == "unscaled" else self.tgt_embed(tgt)  # (B, T, C)
         if self.variant != "no_target_positions":
-            y = self.pos_enc(y)
-        mask = None if self.variant == "no_causal_mask" else causal_mask(tgt.size(1), device=tgt.device)
+            y = self._positions(y)
+        mask = None if self.variant == "no_causal_mask" else causal_mask(tgt.size(1), device=tgt.device)  # (T, T)
         if self.variant == "keep_mask":
             mask = ~mask
-        return self.decoder(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask)  # (B, T, C)
+        tgt_mask = None if self.variant == "tgt_mask_dropped" else self._inferred(tgt, tgt_key_padding_mask,
+                                                                                  ("infer_tgt",))
+        hidden = self._stack(self.decoder, y, memory, mask, tgt_mask, memory_key_padding_mask)  # (B, T, C)
+        return self.generator(hidden) if self.variant == "generator_in_decode" else hidden
 
     def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
         memory = self.encode(src, src_key_padding_mask)  # (B, S, C)
         memory_mask = None if self.variant == "memory_mask_dropped" else src_key_padding_mask
-        logits = self.generator(self.decode(tgt, memory, tgt_key_padding_mask, memory_mask))  # (B, T, V)
+        memory_mask = self._inferred(src, memory_mask, ("infer_src", "infer_memory"))
+        hidden = self.decode(tgt, memory, tgt_key_padding_mask, memory_mask)  # (B, T, C)
+        if self.variant == "generator_in_decode":
+            return hidden  # decode already applied the generator
+        logits = self.generator(hidden)  # (B, T, V)
         return logits.softmax(dim=-1) if self.variant == "softmax" else logits
 
 
+INFERRED = ("masks are never inferred: a padding mask is used only when it is passed, so with none a token equal "
+            "to pad_id is attended to like any other. ")
 TRANSFORMER_MISTAKES = [
     ("the embeddings are not scaled by sqrt(d_model): call self.src_embed(src) and self.tgt_embed(tgt) (the "
      "TokenEmbedding modules), not their .embedding tables", _variant(_TransformerMistake, "unscaled")),
@@ -72,25 +106,43 @@ TRANSFORMER_MISTAKES = [
      _variant(_TransformerMistake, "no_target_positions")),
     ("the source tokens get no positional encoding: encode must add it, self.pos_enc(self.src_embed(src))",
      _variant(_TransformerMistake, "no_source_positions")),
+    ("forward applies a softmax: it returns logits, generator(decode(...)); the loss (cross-entropy) applies the "
+     "softmax itself", _variant(_TransformerMistake, "softmax")),
+    ("decode applies the generator: it returns the decoder's hidden states (B, T, d_model), and forward applies "
+     "self.generator to them", _variant(_TransformerMistake, "generator_in_decode")),
     ("decode doesn't apply the causal mask: build causal_mask(T, device=tgt.device) and pass it to the decoder as "
      "tgt_mask", _variant(_TransformerMistake, "no_causal_mask")),
     ("decode's causal mask is the wrong way round: True marks the FUTURE positions, the ones to block (causal_mask)",
      _variant(_TransformerMistake, "keep_mask")),
     ("forward doesn't pass src_key_padding_mask to the decoder as memory_key_padding_mask: the decoder attends to "
      "the source's padding", _variant(_TransformerMistake, "memory_mask_dropped")),
-    ("src_key_padding_mask is not passed to the encoder", _variant(_TransformerMistake, "src_mask_dropped")),
-    ("forward applies a softmax: it returns logits, generator(decode(...)); the loss (cross-entropy) applies the "
-     "softmax itself", _variant(_TransformerMistake, "softmax")),
+    ("src_key_padding_mask is not passed to the encoder: self.encoder(x, key_padding_mask=src_key_padding_mask)",
+     _variant(_TransformerMistake, "src_mask_dropped")),
+    ("tgt_key_padding_mask is not passed to the decoder: self.decoder(y, memory, tgt_mask, tgt_key_padding_mask, "
+     "memory_key_padding_mask)", _variant(_TransformerMistake, "tgt_mask_dropped")),
+    (INFERRED + "Here a source mask is built from pad_id for the encoder and the decoder's memory",
+     _variant(_TransformerMistake, "infer_src")),
+    (INFERRED + "Here a source mask is built from pad_id for the encoder", _variant(_TransformerMistake,
+                                                                                    "infer_src_encoder")),
+    (INFERRED + "Here a memory mask is built from pad_id for the decoder", _variant(_TransformerMistake,
+                                                                                   "infer_memory")),
+    (INFERRED + "Here a target mask is built from pad_id", _variant(_TransformerMistake, "infer_tgt")),
     ("with share_embeddings=True the two embeddings and the generator must be one matrix: assign the same "
      "Parameter (self.generator.weight = self.src_embed.embedding.weight, ...), not a copy of it",
      _variant(_TransformerMistake, "untied")),
+    ("the pre-norm model misses its final LayerNorms: call self.encoder(...) and self.decoder(...) as whole stacks "
+     "(with norm_first=True each ends with self.norm), not a loop over their layers",
+     _variant(_TransformerMistake, "no_final_norm")),
+    ("the positional encoding is added without its dropout: call self.pos_enc(x), which adds pe[:T] and then "
+     "applies dropout (in training mode), rather than adding self.pos_enc.pe yourself",
+     _variant(_TransformerMistake, "pe_without_dropout")),
 ]
 
 
 def _tokens(B, T, vocab, seed, lengths=None, pad_id=0):
     """(B, T) int64 token ids, none of them pad_id except after each row's length."""
     generator = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(1, vocab, (B, T), generator=generator)
+    tokens = torch.randint(0, vocab, (B, T), generator=generator)
     tokens[tokens == pad_id] = (pad_id + 1) % vocab
     if lengths is not None:
         tokens = tokens.masked_fill(_padding(lengths, T), pad_id)
@@ -99,9 +151,12 @@ def _tokens(B, T, vocab, seed, lengths=None, pad_id=0):
 
 def _transformer_probe(id, title, B, S, T, vocab=(11, 13), config=None, method="forward", src_lengths=None,
                        tgt_lengths=None, future_from=None, seed=0, dtype="float32", **extra):
-    config = dict(SMALL, **(config or {}))
-    src = _tokens(B, S, vocab[0], seed + 100, src_lengths)
-    tgt = _tokens(B, T, vocab[1], seed + 200, tgt_lengths)
+    """A probe of one Transformer method; B, S and T differ, so that no size mix-up goes unseen."""
+    assert len({B, S, T}) == 3 or T == 1, (B, S, T)
+    config = dict(PLAIN, **(config or {}))
+    pad_id = config.get("pad_id", 0)
+    src = _tokens(B, S, vocab[0], seed + 100, src_lengths, pad_id)
+    tgt = _tokens(B, T, vocab[1], seed + 200, tgt_lengths, pad_id)
     if future_from is not None:  # row 1: the same source, the same target up to future_from, then other tokens
         src[1] = src[0]
         tgt[1, :future_from] = tgt[0, :future_from]
@@ -127,87 +182,176 @@ def _transformer_probe(id, title, B, S, T, vocab=(11, 13), config=None, method="
                         output_names=outputs, **extra)
 
 
-def _untied_values_probe():
+def _one_matrix_probe(id, title, B, S, T, vocab, seed, config=None):
     """share_embeddings=True, loaded from a state_dict whose three names for the shared matrix hold different values.
 
     One shared matrix is written three times when the weights are loaded, so it ends with the
     last value loaded (generator.weight); a model with three separate matrices keeps all three.
     """
-    probe = _transformer_probe("shared-one-matrix", "share_embeddings=True: the embeddings and the generator are "
-                               "one matrix", 2, 5, 4, vocab=(11, 11), config={"share_embeddings": True}, seed=5)
+    probe = _transformer_probe(id, title, B, S, T, vocab=(vocab, vocab), config=dict(config or {},
+                               share_embeddings=True), seed=seed)
     state_dict = dict(probe["construct"]["state_dict"])
     for i, name in enumerate(("tgt_embed.embedding.weight", "generator.weight")):
-        state_dict[name] = randn(*state_dict[name].shape, seed=500 + i, scale=0.5)
+        state_dict[name] = randn(*state_dict[name].shape, seed=seed + 500 + i, scale=0.5)
     return dict(probe, construct=dict(probe["construct"], state_dict=state_dict))
 
 
-def _unmasked_padding_probe():
-    """Tokens equal to pad_id but no mask: masks are used only when passed, never inferred."""
-    probe = _transformer_probe("pad-id", "pad_id=3 tokens but no masks: masks are never inferred", 2, 5, 4,
-                               config={"pad_id": 3}, seed=19)
+def _pad_tokens_probe(id, title, B, S, T, seed, side, pad_id=0, config=None):
+    """Tokens equal to pad_id on one ``side`` ("source" or "target"), and no mask passed: none may be inferred."""
+    probe = _transformer_probe(id, title, B, S, T, config=dict(config or {}, pad_id=pad_id), seed=seed)
     src, tgt = (t.clone() for t in probe["args"])
-    src[1, 3:], tgt[:, 2:] = 3, 3
+    if side == "source":
+        src[1, S // 2:] = pad_id
+    else:
+        tgt[1, T // 2:] = pad_id
     return dict(probe, args=[src, tgt])
+
+
+TRANSFORMER_REQUIREMENTS = (
+    Requirement("forward", "forward returns logits (B, T, tgt_vocab_size), generator(decode(tgt, encode(src))): "
+                           "embeddings scaled by sqrt(d_model), positions on both sides, no softmax", 2),
+    Requirement("encode", "encode returns the memory (B, S, d_model): the source embedded, positions added, "
+                          "through the encoder"),
+    Requirement("decode", "decode returns the decoder's hidden states (B, T, d_model), before the generator"),
+    Requirement("causal", "decode builds the causal mask itself: no position sees a later target token"),
+    Requirement("padding", "padding masks are passed on: the source's to the encoder and, as the memory's, to the "
+                           "decoder; the target's to the decoder"),
+    Requirement("masks-not-inferred", "masks are never inferred: with no mask passed, tokens equal to pad_id are "
+                                      "attended to like any other"),
+    Requirement("shared", "with share_embeddings=True the two embeddings and the generator are one matrix"),
+    Requirement("norm-first", "works as a pre-norm model (norm_first=True), final LayerNorms included", 0.5),
+    Requirement("dropout", "dropout is off in eval mode whatever its rate; in training mode it is applied where "
+                           "PyTorch applies it, after the positional encoding and inside the layers"),
+    Requirement("dtype-device", "follows the weights' dtype (float64) and the inputs' device, the causal mask made "
+                                "on tgt's device (checked on the meta device)", 0.5),
+    Requirement("gradients", "is differentiable: gradients reach every weight", 0.5),
+)
 
 
 def transformer_public_probes():
     return [
-        _transformer_probe("forward", "forward: post-norm, 1 layer, batch 2, 5 source and 4 target tokens", 2, 5, 4,
-                           seed=1),
-        _transformer_probe("padding", "forward with source and target padding masks", 2, 6, 5, src_lengths=[6, 3],
-                           tgt_lengths=[5, 2], seed=2),
-        _transformer_probe("encode", "encode: pre-norm, with a source padding mask", 2, 5, 4,
-                           config={"norm_first": True}, method="encode", src_lengths=[5, 2], seed=3),
-        _transformer_probe("decode", "decode: 4 targets, a memory of 6 positions with padding", 2, 6, 4,
-                           method="decode", src_lengths=[4, 6], seed=4),
-        _untied_values_probe(),
-        _transformer_probe("no-leakage", "two targets that differ only from position 2 on", 2, 4, 5, future_from=2,
-                           seed=6),
+        *requiring("forward", [
+            _transformer_probe("forward", "forward: batch 2, 5 source and 4 target tokens", 2, 5, 4, seed=1),
+        ]),
+        *requiring("encode", [
+            _transformer_probe("encode", "encode: batch 2, 5 source tokens", 2, 5, 3, method="encode", seed=2),
+        ]),
+        *requiring("decode", [
+            _transformer_probe("decode", "decode: 4 target tokens, a memory of 6 positions", 2, 6, 4,
+                               method="decode", seed=3),
+        ]),
+        *requiring("causal", [
+            _transformer_probe("no-leakage", "forward: two targets that differ only from position 2 on", 2, 4, 5,
+                               future_from=2, seed=4),
+            _transformer_probe("decode-no-leakage", "decode: two targets that differ only from position 3 on", 2,
+                               6, 5, method="decode", future_from=3, seed=5),
+        ]),
+        *requiring("padding", [
+            _transformer_probe("padding", "forward with source and target padding masks", 2, 6, 5,
+                               src_lengths=[6, 3], tgt_lengths=[5, 2], seed=6),
+            _transformer_probe("encode-padding", "encode with a source padding mask", 2, 5, 3, method="encode",
+                               src_lengths=[5, 2], seed=7),
+            _transformer_probe("decode-padding", "decode with target and memory padding masks", 2, 6, 4,
+                               method="decode", src_lengths=[4, 6], tgt_lengths=[4, 3], seed=8),
+        ]),
+        *requiring("masks-not-inferred", [
+            _pad_tokens_probe("pad-in-source", "pad_id tokens in the second source, no mask passed", 2, 6, 4,
+                              seed=9, side="source"),
+            _pad_tokens_probe("pad-in-target", "pad_id tokens in the second target, no mask passed", 2, 4, 6,
+                              seed=10, side="target"),
+        ]),
+        *requiring("shared", [
+            _one_matrix_probe("shared", "share_embeddings=True: the embeddings and the generator are one matrix",
+                              2, 5, 4, vocab=11, seed=11),
+        ]),
+        *requiring("norm-first", [
+            _transformer_probe("pre-norm", "forward, pre-norm (norm_first=True)", 2, 5, 4,
+                               config={"norm_first": True}, seed=12),
+        ]),
+        *requiring("dropout", [
+            _transformer_probe("eval-dropout", "forward in eval mode with dropout=0.5: no dropout", 2, 5, 4,
+                               config={"dropout": 0.5}, seed=13),
+            _transformer_probe("train-dropout", "forward in training mode with dropout=1.0: every dropped value "
+                               "is zero", 2, 5, 4, config={"dropout": 1.0}, seed=14, training=True),
+        ]),
+        *requiring("dtype-device", [
+            _transformer_probe("float64", "forward, float64 weights", 2, 5, 4, seed=15, dtype="float64"),
+            _transformer_probe("meta", "forward on the meta device", 2, 5, 4, seed=16, device="meta"),
+        ]),
+        *requiring("gradients", [
+            # One layer: the stored data holds every known mistake's gradients on this probe.
+            with_gradients(_transformer_probe("grad", "forward, one layer, batch 2, 5 source and 4 target tokens", 2,
+                                              5, 4, config={"num_layers": 1}, seed=17), Transformer, seed=18),
+        ]),
     ]
 
 
 def transformer_hidden_probes(devices=("cpu",)):
-    mismatched = {"id": "shared-vocab-mismatch", "title": "share_embeddings=True with two vocabulary sizes",
-                  "construct": {"args": [11, 13], "kwargs": dict(SMALL, share_embeddings=True), "state_dict": None},
-                  "method": "forward", "args": [_tokens(1, 3, 11, 1), _tokens(1, 3, 11, 2)], "kwargs": {},
-                  "dtype": "float32", "output_names": ["logits"]}
-    deep = {"d_model": 16, "num_layers": 2, "d_ff": 32}
     probes = [
-        _transformer_probe("pre-norm", "2 pre-norm layers, d_model=16, GELU, both padding masks", 3, 6, 5,
-                           config=dict(deep, norm_first=True, activation="gelu"), src_lengths=[6, 2, 4],
-                           tgt_lengths=[5, 5, 3], seed=10),
-        _transformer_probe("post-norm-deep", "2 post-norm layers, d_model=16", 2, 4, 6, config=deep,
-                           src_lengths=[3, 4], seed=11),
-        _transformer_probe("float64", "float64, both padding masks", 2, 5, 4, src_lengths=[5, 3], tgt_lengths=[2, 4],
-                           seed=12, dtype="float64"),
-        _transformer_probe("decode-pre", "decode: pre-norm, 2 layers, target padding", 2, 4, 5,
-                           config=dict(deep, norm_first=True), method="decode", tgt_lengths=[5, 3], seed=13),
-        _transformer_probe("decode-one-token", "decode: a single target token", 2, 4, 1, method="decode", seed=14),
-        _transformer_probe("decode-no-leakage", "decode: two targets that differ only from position 3 on", 2, 4, 5,
-                           method="decode", future_from=3, seed=15),
-        _transformer_probe("encode64", "encode: float64, 2 post-norm layers", 2, 5, 3, config=deep, method="encode",
-                           src_lengths=[2, 5], seed=16, dtype="float64"),
-        _transformer_probe("shared", "share_embeddings=True, pre-norm, with padding", 2, 5, 4, vocab=(13, 13),
-                           config={"share_embeddings": True, "norm_first": True}, src_lengths=[5, 4], seed=17),
-        _transformer_probe("fully-padded-source", "the second source is all padding (zero attention, never NaN)",
-                           2, 4, 3, src_lengths=[4, 0], seed=18),
-        _unmasked_padding_probe(),
-        _transformer_probe("too-long", "a target longer than max_len", 1, 3, 33, seed=20),
-        mismatched,
+        *requiring("forward", [
+            _transformer_probe("forward-wide", "forward: d_model=16, batch 3, 7 source and 5 target tokens", 3, 7, 5,
+                               config=WIDER, seed=30),
+            _transformer_probe("one-token", "forward: a single target token", 2, 3, 1, seed=31),
+        ]),
+        *requiring("encode", [
+            _transformer_probe("encode-wide", "encode: d_model=16, batch 3, 6 source tokens", 3, 6, 2,
+                               config=WIDER, method="encode", seed=32),
+        ]),
+        *requiring("decode", [
+            _transformer_probe("decode-wide", "decode: d_model=16, 6 target tokens, a memory of 4", 3, 4, 6,
+                               config=WIDER, method="decode", seed=33),
+            _transformer_probe("decode-one-token", "decode: a single target token", 2, 4, 1, method="decode",
+                               seed=34),
+        ]),
+        *requiring("causal", [
+            _transformer_probe("no-leakage-wide", "forward, d_model=16: targets that differ from position 4 on",
+                               2, 3, 7, config=WIDER, future_from=4, seed=35),
+            _transformer_probe("decode-no-leakage-wide", "decode, d_model=16: targets that differ from position 1 on",
+                               2, 5, 4, config=WIDER, method="decode", future_from=1, seed=36),
+        ]),
+        *requiring("padding", [
+            _transformer_probe("padding-wide", "forward, d_model=16, three rows of padding", 3, 6, 5,
+                               config=WIDER, src_lengths=[6, 2, 4], tgt_lengths=[5, 5, 3], seed=37),
+            _transformer_probe("fully-padded-source", "the second source is all padding (zero attention, never NaN)",
+                               2, 4, 3, src_lengths=[4, 0], tgt_lengths=[3, 1], seed=38),
+            _transformer_probe("encode-padding-wide", "encode, d_model=16, source padding", 3, 6, 2, config=WIDER,
+                               method="encode", src_lengths=[2, 6, 5], seed=39),
+            _transformer_probe("decode-padding-wide", "decode, d_model=16, target and memory padding", 3, 5, 6,
+                               config=WIDER, method="decode", src_lengths=[5, 1, 3], tgt_lengths=[2, 6, 4], seed=40),
+        ]),
+        *requiring("masks-not-inferred", [
+            _pad_tokens_probe("pad-id-3-source", "pad_id=3 tokens in the second source, no mask passed", 3, 7, 5,
+                              seed=41, side="source", pad_id=3),
+            _pad_tokens_probe("pad-id-3-target", "pad_id=3 tokens in the second target, no mask passed", 3, 5, 7,
+                              seed=42, side="target", pad_id=3),
+        ]),
+        *requiring("shared", [
+            _one_matrix_probe("shared-wide", "share_embeddings=True, d_model=16, vocabulary 13", 3, 6, 4, vocab=13,
+                              seed=43, config=WIDER),
+        ]),
+        *requiring("norm-first", [
+            _transformer_probe("pre-norm-wide", "pre-norm, d_model=16, batch 3", 3, 6, 5,
+                               config=dict(WIDER, norm_first=True), seed=44),
+        ]),
+        *requiring("dropout", [
+            _transformer_probe("eval-dropout-wide", "eval mode, dropout=0.3, d_model=16", 3, 6, 4,
+                               config=dict(WIDER, dropout=0.3), seed=45),
+            _transformer_probe("train-dropout-wide", "training mode, dropout=1.0, d_model=16", 3, 6, 4,
+                               config=dict(WIDER, dropout=1.0), seed=46, training=True),
+        ]),
+        *requiring("dtype-device", [
+            _transformer_probe("float64-wide", "float64, d_model=16, batch 3", 3, 6, 4, config=WIDER, seed=47,
+                               dtype="float64"),
+            _transformer_probe("meta-wide", "the meta device, d_model=16, batch 3", 3, 6, 4, config=WIDER, seed=48,
+                               device="meta"),
+            *[on_device(_transformer_probe("device", "forward", 2, 5, 4, seed=49), device)
+              for device in devices if device != "cpu"],
+        ]),
+        *requiring("gradients", [
+            with_gradients(_transformer_probe("grad-wide", "forward, d_model=16, batch 3", 3, 6, 4, config=WIDER,
+                                              seed=50), Transformer, seed=51),
+        ]),
     ]
-    probes.append(with_gradients(_transformer_probe("grad", "post-norm, padding", 2, 5, 4, src_lengths=[5, 3],
-                                                    seed=21), Transformer, seed=22))
-    probes.append(with_gradients(_transformer_probe("grad-shared", "share_embeddings=True: the one matrix gets the "
-                                                    "gradient of all three uses", 2, 4, 4, vocab=(11, 11),
-                                                    config={"share_embeddings": True}, seed=23), Transformer, seed=24))
-    probes.append(with_gradients(_transformer_probe("grad-decode", "decode, pre-norm, float64, gradients through "
-                                                    "memory", 2, 4, 3, config={"norm_first": True}, method="decode",
-                                                    src_lengths=[4, 2], seed=25, dtype="float64"),
-                                 Transformer, seed=26))
-    for device in devices:
-        if device != "cpu":
-            probes.append(on_device(_transformer_probe("device", "forward with padding", 2, 5, 4, src_lengths=[5, 2],
-                                                       tgt_lengths=[4, 3], seed=27), device))
     return transformer_public_probes() + probes
 
 
@@ -232,14 +376,18 @@ def _count_buffers_too(model):
     return sum(p.numel() for p in model.parameters() if p.requires_grad) + sum(b.numel() for b in model.buffers())
 
 
-# Buffers first: on a module without shared or frozen weights (BatchNorm) state_dict() counts the same.
+# Each probe's model has one thing to get wrong, so that the first mistake that reproduces a
+# wrong count is the one made: state_dict() counts a shared weight twice as a count per module
+# does, frozen parameters as counting them all does, buffers as adding them does.
 COUNT_PARAMETERS_MISTAKES = [
-    ("buffers are counted (BatchNorm's running statistics, say); they are not parameters", _count_buffers_too),
+    ("a weight shared by two modules is counted twice (once per module, or once per name as state_dict() lists "
+     "it): model.parameters() yields each tensor once, count those", _count_per_module),
+    ("frozen parameters are counted: count only those with p.requires_grad (and not state_dict(), which holds "
+     "them too)", _count_frozen_too),
+    ("buffers are counted (BatchNorm's running statistics, say); they are not parameters (and state_dict() holds "
+     "them too)", _count_buffers_too),
     ("the parameters are counted from state_dict(), which lists a shared weight under each of its names and also "
      "holds frozen parameters and buffers: count model.parameters() that require grad", _count_state_dict),
-    ("frozen parameters are counted: count only those with p.requires_grad", _count_frozen_too),
-    ("a weight shared by two modules is counted twice: model.parameters() yields each tensor once, count that",
-     _count_per_module),
     ("the parameter tensors are counted, not their entries: add up p.numel()", _count_tensors),
 ]
 
@@ -249,22 +397,38 @@ def _count_probe(id, title, fixture, *args, **kwargs):
     return function_probe(id, title, (model,), None, ("count",))
 
 
+COUNT_PARAMETERS_REQUIREMENTS = (
+    Requirement("count", "returns the number of entries of the trainable parameters, an int", 2),
+    Requirement("shared", "a parameter shared by several modules counts once"),
+    Requirement("frozen", "frozen parameters (requires_grad=False) are not counted"),
+    Requirement("buffers", "buffers (running statistics, the positional-encoding table) are not counted"),
+)
+
+
 def count_parameters_public_probes():
     return [
-        _count_probe("linear", "nn.Linear(4, 3)", "linear", 4, 3),
-        _count_probe("shared", "an embedding whose weight the output layer shares, and a frozen parameter",
-                     "shared_weights_model", 7, 4),
-        _count_probe("batch-norm", "nn.BatchNorm1d(6): parameters and buffers", "batch_norm", 6),
+        *requiring("count", [_count_probe("linear", "nn.Linear(4, 3)", "linear", 4, 3)]),
+        *requiring("shared", [_count_probe("shared", "an embedding whose weight the output layer shares",
+                                           "shared_weights_model", 7, 4, frozen=False)]),
+        *requiring("frozen", [_count_probe("frozen", "a model with a frozen parameter", "shared_weights_model", 7, 4,
+                                           shared=False)]),
+        *requiring("buffers", [_count_probe("batch-norm", "nn.BatchNorm1d(6): parameters and buffers",
+                                            "batch_norm", 6)]),
     ]
 
 
 def count_parameters_hidden_probes(devices=("cpu",)):
     return count_parameters_public_probes() + [
-        _count_probe("no-bias", "nn.Linear(5, 2, bias=False)", "linear", 5, 2, bias=False),
-        _count_probe("shared-big", "a shared weight and a frozen parameter, vocabulary 11, d_model 6",
-                     "shared_weights_model", 11, 6),
-        _count_probe("transformer", "a small nn.Transformer", "transformer", d_model=8, nhead=2, num_encoder_layers=1,
-                     num_decoder_layers=2, dim_feedforward=16),
+        *requiring("count", [
+            _count_probe("no-bias", "nn.Linear(5, 2, bias=False)", "linear", 5, 2, bias=False),
+            _count_probe("transformer", "a small nn.Transformer", "transformer", d_model=8, nhead=2,
+                         num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=16),
+        ]),
+        *requiring("shared", [_count_probe("shared-big", "a shared weight, vocabulary 11, d_model 6",
+                                           "shared_weights_model", 11, 6, frozen=False)]),
+        *requiring("frozen", [_count_probe("frozen-big", "a frozen parameter, vocabulary 11, d_model 6",
+                                           "shared_weights_model", 11, 6, shared=False)]),
+        *requiring("buffers", [_count_probe("batch-norm-3", "nn.BatchNorm1d(3)", "batch_norm", 3)]),
     ]
 
 
@@ -295,6 +459,10 @@ def _noam_root_of_d_model(step, d_model, warmup):
     return _noam(step, d_model, warmup, d_model_power=0.5)
 
 
+def _noam_tensor(step, d_model, warmup):
+    return torch.tensor(_noam(step, d_model, warmup), dtype=torch.float64)
+
+
 # The wrong formulas agree with one another in places: after warmup max() gives what step**0.5 gives,
 # and between warmup**(1/3) and warmup it gives what warmup**-0.5 gives. Steps below warmup**(1/3)
 # tell them apart; there are enough of those probes that each answer's most frequent hint is its own.
@@ -305,42 +473,64 @@ NOAM_LR_MISTAKES = [
     ("the warmup term uses warmup**-0.5; it is step * warmup**-1.5", _noam_root_of_warmup),
     ("the factor d_model**-0.5 is missing", _noam_no_d_model),
     ("d_model**0.5 where the formula has d_model**-0.5", _noam_root_of_d_model),
+    ("the rate is returned as a tensor: return a Python float (the formula with ** and min(), or float(...))",
+     _noam_tensor),
 ]
 
+STEP_HINT = "steps count from 1: noam_lr should raise a ValueError for step < 1 (0 ** -0.5 is infinite)"
 
-def _noam_probe(id, title, step, d_model, warmup):
-    return function_probe(id, title, (step, d_model, warmup), None, ("learning rate",))
+
+def _noam_probe(id, title, step, d_model, warmup, **extra):
+    return function_probe(id, title, (step, d_model, warmup), None, ("learning rate",), **extra)
+
+
+NOAM_LR_REQUIREMENTS = (
+    Requirement("formula", "returns d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) as a Python float", 2),
+    Requirement("step-error", "step < 1 raises a ValueError"),
+)
 
 
 def noam_lr_public_probes():
     return [
-        _noam_probe("first-step", "step 1, d_model=512, warmup=4000", 1, 512, 4000),
-        _noam_probe("warming-up", "step 10, early in warmup", 10, 512, 4000),
-        _noam_probe("warmup", "step = warmup = 4000: the peak", 4000, 512, 4000),
-        _noam_probe("decay", "step 40000 = 10 * warmup", 40000, 512, 4000),
-        _noam_probe("step-zero", "step 0: steps count from 1", 0, 512, 4000),
+        *requiring("formula", [
+            _noam_probe("first-step", "step 1, d_model=512, warmup=4000", 1, 512, 4000),
+            _noam_probe("warming-up", "step 10, early in warmup", 10, 512, 4000),
+            _noam_probe("warmup", "step = warmup = 4000: the peak", 4000, 512, 4000),
+            _noam_probe("decay", "step 40000 = 10 * warmup", 40000, 512, 4000),
+        ]),
+        *requiring("step-error", [_noam_probe("step-zero", "step 0: steps count from 1", 0, 512, 4000, hint=STEP_HINT)]),
     ]
 
 
 def noam_lr_hidden_probes(devices=("cpu",)):
     return noam_lr_public_probes() + [
-        _noam_probe("small-first", "step 1, d_model=16, warmup=10", 1, 16, 10),
-        _noam_probe("small-second", "step 2, d_model=16, warmup=10", 2, 16, 10),
-        _noam_probe("small-warmup", "step 5, d_model=16, warmup=10", 5, 16, 10),
-        _noam_probe("small-peak", "step 10 = warmup, d_model=16", 10, 16, 10),
-        _noam_probe("small-after", "step 11, just after warmup", 11, 16, 10),
-        _noam_probe("small-decay", "step 1000, d_model=16, warmup=10", 1000, 16, 10),
-        _noam_probe("before-peak", "step 3999, d_model=512, warmup=4000", 3999, 512, 4000),
-        _noam_probe("negative", "a negative step", -3, 512, 4000),
+        *requiring("formula", [
+            _noam_probe("small-first", "step 1, d_model=16, warmup=10", 1, 16, 10),
+            _noam_probe("small-second", "step 2, d_model=16, warmup=10", 2, 16, 10),
+            _noam_probe("small-warmup", "step 5, d_model=16, warmup=10", 5, 16, 10),
+            _noam_probe("small-peak", "step 10 = warmup, d_model=16", 10, 16, 10),
+            _noam_probe("small-after", "step 11, just after warmup", 11, 16, 10),
+            _noam_probe("small-decay", "step 1000, d_model=16, warmup=10", 1000, 16, 10),
+            _noam_probe("before-peak", "step 3999, d_model=512, warmup=4000", 3999, 512, 4000),
+        ]),
+        *requiring("step-error", [_noam_probe("negative", "a negative step", -3, 512, 4000, hint=STEP_HINT)]),
     ]
 
 
 # ----------------------------------------------------------------------------- greedy_decode
-PAD, BOS, EOS = 0, 1, 2
-VOCAB = 7
+# The special tokens are never 0, 1, 2 in the public probes, so that none of them can be hard-coded.
+PAD, BOS, EOS = 5, 3, 4
+VOCAB = 9
+OTHER_IDS = {"pad_id": 6, "bos_id": 0, "eos_id": 1}
+
+# What each requirement reads in the model's record of how it was used (runner.ScriptedModel).
+DECODING_RECORDS = ("encode", "decode")
+STOPPING_RECORDS = ("decode",)
+MODE_RECORDS = ("training", "grad_enabled", "decoded_in_training_mode")
+MASK_RECORDS = ("src_key_padding_mask", "memory_key_padding_mask")
 
 
-def _script(plans, max_len, seed, vocab=VOCAB, specials=(PAD, BOS, EOS)):
+def _script(plans, max_len, seed, vocab, specials):
     """Logits (B, max_len, V) whose argmax after position t of row b is plans[b][t].
 
     Where a plan ends, random ordinary tokens (never a special one) follow, so that a row that
@@ -356,47 +546,105 @@ def _script(plans, max_len, seed, vocab=VOCAB, specials=(PAD, BOS, EOS)):
     return logits
 
 
-def _greedy_probe(id, title, plans, max_len, seed, training=False, pad_id=PAD, bos_id=BOS, eos_id=EOS, S=4,
-                  src_lengths=None, vocab=VOCAB):
-    logits = _script(plans, max_len, seed, vocab, (pad_id, bos_id, eos_id))
+def _greedy_probe(id, title, plans, max_len, seed, records, training=False, pad_id=PAD, bos_id=BOS, eos_id=EOS,
+                  S=4, src_lengths=None, vocab=VOCAB, pad_tokens=False):
+    """greedy_decode on a ScriptedModel whose rows produce ``plans`` (eos_id where a plan holds it).
+
+    The source holds no pad_id token unless ``pad_tokens`` (then the last tokens of row 0 are pad_id).
+    """
+    specials = (pad_id, bos_id, eos_id)
+    logits = _script(plans, max_len, seed, vocab, specials)
     model = {"__fixture__": "scripted_model", "args": [logits, pad_id], "training": training}
-    src = torch.randint(3, vocab, (len(plans), S), generator=torch.Generator().manual_seed(seed + 1))
+    ordinary = torch.tensor([t for t in range(vocab) if t not in specials])
+    generator = torch.Generator().manual_seed(seed + 1)
+    src = ordinary[torch.randint(len(ordinary), (len(plans), S), generator=generator)]  # (B, S)
+    if pad_tokens:
+        src[0, S // 2:] = pad_id
     kwargs = {}
     if src_lengths is not None:
         kwargs["src_key_padding_mask"] = _padding(src_lengths, S)
-    return function_probe(id, title, (model, src, max_len, bos_id, eos_id), kwargs, ("tokens",))
+    return function_probe(id, title, (model, src, max_len, bos_id, eos_id), kwargs, ("tokens",),
+                          records=list(records))
+
+
+GREEDY_DECODE_REQUIREMENTS = (
+    Requirement("decoding", "encodes the source once; each row starts with bos_id, then takes the argmax of the "
+                            "generator's scores at the last position, up to max_len tokens in all", 2),
+    Requirement("eos-padding", "a row that has produced eos_id keeps it and gets only model.pad_id after it"),
+    Requirement("early-stop", "decoding stops as soon as every row has produced eos_id"),
+    Requirement("mode", "runs without gradients in eval mode, and leaves the model in the mode it found it"),
+    Requirement("masks", "passes src_key_padding_mask to encode and, as memory_key_padding_mask, to decode; "
+                         "infers none"),
+)
 
 
 def greedy_decode_public_probes():
     return [
-        _greedy_probe("staggered", "3 rows: eos_id after 2 tokens, after 5, and never (max_len=7); a source "
-                      "padding mask", [[4, EOS], [3, 5, 6, 4, EOS], [6, 6, 3]], 7, seed=1, src_lengths=[4, 2, 3]),
-        _greedy_probe("early-stop", "every row produces eos_id early: decoding stops before max_len=8",
-                      [[EOS], [5, 3, EOS]], 8, seed=2),
-        _greedy_probe("training-mode", "a model given in training mode", [[3, EOS], [4, 4, EOS]], 6, seed=3,
-                      training=True),
+        *requiring("decoding", [
+            _greedy_probe("no-eos", "2 rows, no eos_id within max_len=6", [[6, 0, 7], [1, 8]], 6, seed=1,
+                          records=DECODING_RECORDS),
+            _greedy_probe("max-len-one", "max_len=1: bos_id alone", [[6], [7]], 1, seed=2, records=DECODING_RECORDS),
+        ]),
+        *requiring("eos-padding", [
+            _greedy_probe("staggered", "3 rows: eos_id after 2 tokens, after 5, and never (max_len=7)",
+                          [[6, EOS], [0, 7, 8, 6, EOS], [8, 8, 0]], 7, seed=3, records=()),
+        ]),
+        *requiring("early-stop", [
+            _greedy_probe("early-stop", "every row produces eos_id, the last after 3 tokens: stops before max_len=8",
+                          [[EOS], [0, 6, EOS], [7, EOS]], 8, seed=4, records=STOPPING_RECORDS),
+        ]),
+        *requiring("mode", [
+            _greedy_probe("training-mode", "a model given in training mode", [[6, 7], [8, 0, 1]], 5, seed=5,
+                          training=True, records=MODE_RECORDS),
+            _greedy_probe("eval-mode", "a model given in eval mode", [[0, 8], [7]], 4, seed=6, records=MODE_RECORDS),
+        ]),
+        *requiring("masks", [
+            _greedy_probe("source-padding", "a source padding mask, passed on", [[6, 7], [0]], 4, seed=7, S=5,
+                          src_lengths=[5, 2], records=MASK_RECORDS),
+            _greedy_probe("pad-tokens-no-mask", "pad_id tokens in the source but no mask: none is inferred",
+                          [[8], [1, 6]], 4, seed=8, pad_tokens=True, records=MASK_RECORDS),
+        ]),
     ]
 
 
 def greedy_decode_hidden_probes(devices=("cpu",)):
-    probes = [
-        _greedy_probe("no-eos", "no row produces eos_id: max_len=6 tokens", [[3, 4, 5], [6, 5]], 6, seed=10),
-        _greedy_probe("eos-first", "every row produces eos_id first", [[EOS], [EOS], [EOS]], 5, seed=11),
-        _greedy_probe("max-len-one", "max_len=1: only bos_id", [[3], [EOS]], 1, seed=12),
-        _greedy_probe("max-len-two", "max_len=2", [[3], [EOS]], 2, seed=13),
-        _greedy_probe("one-row", "a single row that finishes after 3 tokens", [[4, 5, EOS]], 9, seed=14),
-        _greedy_probe("other-ids", "pad_id=5, bos_id=3, eos_id=4, vocabulary of 9", [[1, 4], [0, 2, 6, 4], [7]], 7,
-                      seed=15, pad_id=5, bos_id=3, eos_id=4, vocab=9),
-        _greedy_probe("source-padding", "a source padding mask, passed on", [[3, EOS], [EOS]], 5, seed=16, S=5,
-                      src_lengths=[5, 2]),
-        _greedy_probe("training-padding", "training mode and a source padding mask", [[6, 3, EOS], [5, EOS]], 6,
-                      seed=17, training=True, S=3, src_lengths=[1, 3]),
+    # No device probe: ScriptedModel cannot run on the meta device, and a CUDA probe would try a
+    # requirement that no public probe tries.
+    other, other_eos = OTHER_IDS, OTHER_IDS["eos_id"]
+    return greedy_decode_public_probes() + [
+        *requiring("decoding", [
+            _greedy_probe("no-eos-3", "3 rows, other special ids, max_len=7", [[2, 3, 4], [5, 7], [8]], 7, seed=10,
+                          records=DECODING_RECORDS, **other),
+            _greedy_probe("max-len-two", "max_len=2", [[6], [0]], 2, seed=11, records=DECODING_RECORDS),
+            _greedy_probe("one-row", "a single row, max_len=5", [[7, 6, 8, 0]], 5, seed=12, records=DECODING_RECORDS),
+        ]),
+        *requiring("eos-padding", [
+            _greedy_probe("staggered-other-ids", "other special ids: eos_id after 1 token, after 3, never",
+                          [[other_eos], [2, 3, other_eos], [4, 5]], 6, seed=13, records=(), **other),
+            _greedy_probe("staggered-two", "2 rows: eos_id after 4 tokens, and never (max_len=9)",
+                          [[6, 7, 0, EOS], [8]], 9, seed=14, records=()),
+        ]),
+        *requiring("early-stop", [
+            _greedy_probe("eos-first", "every row produces eos_id first", [[EOS], [EOS], [EOS]], 5, seed=15,
+                          records=STOPPING_RECORDS),
+            _greedy_probe("one-row-stops", "a single row that finishes after 3 tokens (max_len=9)", [[6, 0, EOS]], 9,
+                          seed=16, records=STOPPING_RECORDS),
+            _greedy_probe("stops-other-ids", "other special ids, the last row finishes after 4 tokens",
+                          [[2, other_eos], [3, 4, 5, other_eos]], 8, seed=17, records=STOPPING_RECORDS, **other),
+        ]),
+        *requiring("mode", [
+            _greedy_probe("training-mode-3", "3 rows, a model given in training mode", [[6], [7, 8], [0]], 6, seed=18,
+                          training=True, records=MODE_RECORDS),
+            _greedy_probe("eval-mode-1", "a single row, a model given in eval mode", [[8, 8]], 5, seed=19,
+                          records=MODE_RECORDS),
+        ]),
+        *requiring("masks", [
+            _greedy_probe("source-padding-3", "3 rows of source padding", [[6], [7, 0], [8]], 5, seed=20, S=6,
+                          src_lengths=[6, 1, 3], records=MASK_RECORDS),
+            _greedy_probe("pad-tokens-other-ids", "other special ids, pad_id tokens in the source, no mask",
+                          [[2, 3], [4]], 4, seed=21, pad_tokens=True, records=MASK_RECORDS, **other),
+        ]),
     ]
-    for device in devices:
-        if device != "cpu":
-            probes.append(on_device(_greedy_probe("device", "eos_id at different steps", [[3, EOS], [4, 5, EOS]], 6,
-                                                  seed=18, src_lengths=[4, 2]), device))
-    return greedy_decode_public_probes() + probes
 
 
 def _greedy(model, src, max_len, bos_id, eos_id, src_key_padding_mask=None, variant=None):
@@ -405,13 +653,14 @@ def _greedy(model, src, max_len, bos_id, eos_id, src_key_padding_mask=None, vari
         memory = model.encode(src, src_key_padding_mask)  # (B, S, C)
         ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
+        pad_id = 0 if variant == "pad_zero" else model.pad_id
         for _ in range(max_len if variant == "one_too_many" else max_len - 1):
             hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)  # (B, t, C)
             next_token = model.generator(hidden[:, 0 if variant == "first_position" else -1]).argmax(dim=-1)  # (B,)
             if variant == "eos_dropped":  # marks the row finished before padding it: eos_id becomes pad_id
                 finished |= next_token == eos_id
             if variant != "no_padding":
-                next_token = next_token.masked_fill(finished, model.pad_id)
+                next_token = next_token.masked_fill(finished, pad_id)
             ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
             finished |= next_token == eos_id
             if variant == "stop_at_first" and finished.any():
@@ -436,6 +685,8 @@ GREEDY_DECODE_MISTAKES = [
     ("a row that has produced eos_id goes on producing tokens: after eos_id it gets only model.pad_id",
      _greedy_mistake("no_padding")),
     ("eos_id itself should stay in the output, followed by model.pad_id", _greedy_mistake("eos_dropped")),
+    ("finished rows are filled with 0: fill them with model.pad_id, whatever its value",
+     _greedy_mistake("pad_zero")),
     ("the output doesn't start with bos_id: each row starts with bos_id, then the generated tokens",
      _greedy_mistake("no_bos")),
     ("the next token is read from the first position's logits; it comes from the last one, hidden[:, -1]",
@@ -447,10 +698,11 @@ GREEDY_DECODE_MISTAKES = [
 
 EXERCISES = [
     ExerciseChecks("Transformer", Transformer, transformer_public_probes, transformer_hidden_probes,
-                   TRANSFORMER_MISTAKES),
+                   TRANSFORMER_MISTAKES, requirements=TRANSFORMER_REQUIREMENTS),
     ExerciseChecks("count_parameters", count_parameters, count_parameters_public_probes, count_parameters_hidden_probes,
-                   COUNT_PARAMETERS_MISTAKES),
-    ExerciseChecks("noam_lr", noam_lr, noam_lr_public_probes, noam_lr_hidden_probes, NOAM_LR_MISTAKES),
+                   COUNT_PARAMETERS_MISTAKES, requirements=COUNT_PARAMETERS_REQUIREMENTS),
+    ExerciseChecks("noam_lr", noam_lr, noam_lr_public_probes, noam_lr_hidden_probes, NOAM_LR_MISTAKES,
+                   requirements=NOAM_LR_REQUIREMENTS),
     ExerciseChecks("greedy_decode", greedy_decode, greedy_decode_public_probes, greedy_decode_hidden_probes,
-                   GREEDY_DECODE_MISTAKES),
+                   GREEDY_DECODE_MISTAKES, requirements=GREEDY_DECODE_REQUIREMENTS),
 ]
