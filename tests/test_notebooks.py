@@ -305,6 +305,8 @@ PROMISED_PICTURES = {
     "04_encoder": [("plot", "accuracy")],
     "05_decoder_masking": [("imshow", "mask")],
     "06_full_model": [("plot", "loss"), ("plot", "learning rate")],
+    "07_language_model": [("plot", "loss"), ("imshow", "attention"), ("plot", "cache")],
+    "08_modern_transformer": [("plot", "loss"), ("loglog", "memory"), ("plot", "distance")],
 }
 
 

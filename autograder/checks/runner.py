@@ -226,7 +226,7 @@ def _plain(value):
         tensor = value.detach()
         if type(tensor) is not torch.Tensor:
             tensor = tensor.as_subclass(torch.Tensor)
-        if tensor.is_meta:
+        if isinstance(tensor, torch.Tensor) and tensor.is_meta:
             return torch.zeros(tensor.shape, dtype=tensor.dtype)
         return tensor.to("cpu", copy=True).contiguous()
     if isinstance(value, PLAIN_TYPES):
