@@ -8,7 +8,8 @@
 Sections: nbval (seconds per solution notebook, bench/notebooks.py), grade (the trusted
 grader on each solution notebook, bench/notebooks.py), reversal (lesson 06's training over
 three seeds, bench/reversal.py), nn (reference vs torch.nn speed, bench/nn_speed.py), modern
-(lesson 08's block-wise attention: error, memory, speed; bench/modern.py). Each
+(lesson 08's block-wise attention: error, memory, speed; bench/modern.py), lm (lesson 07's
+language model: training over the seeds, the KV cache's speed-up, a sample; bench/language_model.py). Each
 prints its details as it goes; the summary table at the end has one row per figure.
 Nothing is asserted. The slow nbgrader-vs-trusted comparison is separate: bench/grading.py
 (`make bench-grading`).
@@ -22,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's autograder, installed or not
 
-from bench import modern, nn_speed, notebooks, reversal  # noqa: E402
+from bench import language_model, modern, nn_speed, notebooks, reversal  # noqa: E402
 from bench.report import load_text, machine, summary  # noqa: E402
 
-SECTIONS = ("nbval", "grade", "reversal", "nn", "modern")
+SECTIONS = ("nbval", "grade", "reversal", "lm", "nn", "modern")
 
 
 def main(argv=None):
@@ -33,7 +34,8 @@ def main(argv=None):
     parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="SECTION",
                         help=f"run only these sections: {', '.join(SECTIONS)}")
     parser.add_argument("--quick", action="store_true", help="fewer repeats everywhere (figures noisier)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="lesson 06 training runs (--quick: 0)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                        help="training runs of lessons 06 and 07 (--quick: 0)")
     notebooks.add_arguments(parser)
     nn_speed.add_arguments(parser)
     modern.add_arguments(parser)
@@ -58,6 +60,9 @@ def main(argv=None):
             found += notebooks.run_grade(args.runs)
         elif section == "reversal":
             found += reversal.rows(reversal.train_seeds(args.seeds))
+        elif section == "lm":
+            found += language_model.run(language_model.parse_args(
+                ["--seeds", *map(str, args.seeds)] + (["--quick"] if args.quick else [])))
         elif section == "nn":
             found += nn_speed.run(args)
         else:

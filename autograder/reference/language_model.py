@@ -148,15 +148,14 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=N
     model.eval()
     try:
         with torch.no_grad():
-            ids, cache = prompt, None
-            for _ in range(max_new_tokens):
-                if not use_cache:
-                    logits = model(ids[:, -model.max_len:])  # (B, t, V): the whole window, every step
-                elif cache is None:
-                    cache = [None] * len(model.layers)
-                    logits = model.forward_cached(ids, cache)  # (B, T_prompt, V): the prompt, once
+            ids = prompt
+            cache = [None] * len(model.layers) if use_cache else None
+            for step in range(max_new_tokens):
+                if use_cache:
+                    # The whole prompt at the first step, then only the newest token: the cache has the rest.
+                    logits = model.forward_cached(ids if step == 0 else ids[:, -1:], cache)  # (B, T_new, V)
                 else:
-                    logits = model.forward_cached(ids[:, -1:], cache)  # (B, 1, V): only the newest token
+                    logits = model(ids[:, -model.max_len:])  # (B, t, V): the whole window, every step
                 probs = next_token_probs(logits[:, -1], temperature, top_k, top_p)  # (B, V)
                 next_id = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
                 ids = torch.cat([ids, next_id], dim=1)  # (B, t + 1)
