@@ -70,9 +70,9 @@ def test_the_table_shows_every_exercise_with_its_verdict_and_why(course):
         assert sum(line.startswith(name) for line in lines) == 1, name
     assert [line.split()[0] for line in lines if line.split() and line.split()[0] in LESSONS] == list(LESSONS)
     course_line = next(line for line in lines if line.startswith("course"))
-    # causal_mask blocks the past but puts its mask on the right device: that requirement's share stays.
+    # causal_mask blocks the past: its values requirement fails (any other it may still meet keeps its share).
     causal_score = float(line_of("causal_mask").split("/")[0].split()[-1])
-    assert 0 < causal_score < 2, line_of("causal_mask")
+    assert 0 <= causal_score < 2, line_of("causal_mask")
     exercises = sum(len(lesson.exercises) for lesson in LESSONS.values())
     points = sum(lesson.max_score for lesson in LESSONS.values())
     assert f"2 of {exercises} exercises pass" in course_line and f"{10 + causal_score:g} / {points}" in course_line
@@ -89,7 +89,7 @@ def test_json_gives_each_lessons_exercises(course, tmp_path):
     self_attention = result["01_self_attention"]["SelfAttention"]
     assert (self_attention["score"], self_attention["max"]) == (4, 4)
     assert self_attention["messages"] == [f"passes all {len(load_public_data('01_self_attention')['SelfAttention']['probes'])} public checks"]
-    assert 0 < result["05_decoder_masking"]["causal_mask"]["score"] < 2
+    assert 0 <= result["05_decoder_masking"]["causal_mask"]["score"] < 2
     assert set(result["05_decoder_masking"]) == {e.name for e in LESSONS["05_decoder_masking"].exercises}
 
 
