@@ -14,7 +14,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.testing import assert_close
 
 from autograder.reference import (
@@ -61,29 +60,7 @@ D_MODEL, HEADS, D_FF, BATCH = 8, 2, 16, 2
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture(autouse=True)
-def _math_attention():
-    """torch.nn's attention runs on the math backend: on a GPU, fused kernels round
-    differently, and we compare with what PyTorch computes, not with how fast."""
-    with sdpa_kernel(SDPBackend.MATH):
-        yield
-
-
-@pytest.fixture(params=["cpu", "cuda"])
-def device(request):
-    if request.param == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    return torch.device(request.param)
-
-
-@pytest.fixture(params=[torch.float32, torch.float64], ids=["float32", "float64"])
-def dtype(request):
-    return request.param
+from tests.reference_fixtures import _math_attention, _seed, device, dtype  # noqa: E402,F401  (fixtures)
 
 
 def tol(dtype, stack=False):

@@ -15,7 +15,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.testing import assert_close
 
 from autograder.reference import MultiHeadAttention, causal_mask, split_heads
@@ -36,28 +35,7 @@ ACTIVATIONS = pytest.mark.parametrize("activation", ["gelu", "relu"])
 OWN = {"tok_embed.embedding.weight", "pos_embed.embedding.weight", "lm_head.weight"}  # not in nn.TransformerEncoder
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture(autouse=True)
-def _math_attention():
-    """torch.nn's attention on the math backend: fused GPU kernels round differently."""
-    with sdpa_kernel(SDPBackend.MATH):
-        yield
-
-
-@pytest.fixture(params=["cpu", "cuda"])
-def device(request):
-    if request.param == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    return torch.device(request.param)
-
-
-@pytest.fixture(params=[torch.float32, torch.float64], ids=["float32", "float64"])
-def dtype(request):
-    return request.param
+from tests.reference_fixtures import _math_attention, _seed, device, dtype  # noqa: E402,F401  (fixtures)
 
 
 def tol(dtype):

@@ -13,7 +13,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 from torch.testing import assert_close
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -25,28 +24,7 @@ from autograder.reference.modern import GroupedQueryAttention, RMSNorm, SwiGLU, 
 from tests.test_reference import default_dtype, rand, tol
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture(autouse=True)
-def _math_attention():
-    """F.scaled_dot_product_attention on its math backend: we compare results, not speed."""
-    with sdpa_kernel(SDPBackend.MATH):
-        yield
-
-
-@pytest.fixture(params=["cpu", "cuda"])
-def device(request):
-    if request.param == "cuda" and not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    return torch.device(request.param)
-
-
-@pytest.fixture(params=[torch.float32, torch.float64], ids=["float32", "float64"])
-def dtype(request):
-    return request.param
+from tests.reference_fixtures import _math_attention, _seed, device, dtype  # noqa: E402,F401  (fixtures)
 
 
 def randomize(module, device, dtype, scale=0.5):
