@@ -76,7 +76,8 @@ class DecoderOnlyLM(nn.Module):
         past = 0 if cache[0] is None else cache[0][0].size(2)
         T_new = ids_new.size(1)
         if past + T_new > self.max_len:
-            raise ValueError(f"position {past + T_new - 1} is past max_len={self.max_len}: the model has no embedding for it")
+            raise ValueError(f"position {past + T_new - 1} is past max_len={self.max_len}: "
+                             "the model has no embedding for it")
         positions = torch.arange(past, past + T_new, device=ids_new.device)  # (T_new,)
         x = self.tok_embed(ids_new) + self.pos_embed.embedding(positions)  # (B, T_new, C)
         for i, layer in enumerate(self.layers):
@@ -98,7 +99,8 @@ class DecoderOnlyLM(nn.Module):
 def cached_self_attention(attn, x_new, past_key=None, past_value=None):
     """Causal self-attention of new positions over the cached ones and themselves; returns (out, keys, values).
 
-    attn: a lesson-02 MultiHeadAttention (its projections are used, not its forward); x_new (B, T_new, C); past_key, past_value (B, H, S_past, D) or None.
+    attn: a lesson-02 MultiHeadAttention (its projections are used, not its forward); x_new (B, T_new, C);
+    past_key, past_value (B, H, S_past, D) or None.
     Returns out (B, T_new, C) and the keys and values of all positions so far (B, H, S_past + T_new, D).
     """
     q = split_heads(attn.q_proj(x_new), attn.num_heads)  # (B, H, T_new, D)
