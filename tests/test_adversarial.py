@@ -186,7 +186,27 @@ def _judge(case, sheet, outcome):
         if missing:
             problems.append(f"{name}: the messages don't say {missing}: {messages}")
     problems += [f"changed where it must not: {change}" for change in outcome.changed]
+    if case.leaves:
+        problems += [f"a process it started outlived grading: pid {pid}, `{line}`" for pid, line in lingering(case.leaves)]
     return problems
+
+
+def lingering(marker, grace=5.0):
+    """(pid, command line) of the processes whose command line has the word ``marker``, once
+    ``grace`` seconds have let the killed ones go (an ended namespace's processes are killed at once)."""
+    deadline = time.monotonic() + grace
+    while True:
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                words = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:  # not a process, or gone meanwhile
+                continue
+            if marker.encode() in words:
+                found.append((int(proc.name), b" ".join(words).decode(errors="replace").strip()))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

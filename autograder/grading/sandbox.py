@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from ..release import REPO, write_student_package
+from . import warm
 
 # Memory the child may allocate (RLIMIT_DATA: heap and private writable mappings, which is
 # where tensors live). Not RLIMIT_AS, the address space: CUDA reserves tens of GiB of address
@@ -70,11 +71,12 @@ def isolation_available():
     return probe.returncode == 0
 
 
-def _isolated(command, workdir, hide=()):
-    """``command`` wrapped so that it runs with no network, sees no other process, and finds the
-    course folder, the folders in ``hide`` (a class's course folder, say) and the temporary folder
-    (other students' grading jobs) replaced by empty ones, except for this job's folder and the
-    Python environment, which are mounted back where they were."""
+def _mount_script(workdir, hide=(), keep=(), proc=False):
+    """The shell commands that, in a new mount namespace, replace the course folder, the folders in
+    ``hide`` (a class's course folder, say) and the temporary folder (other students' grading
+    jobs) by empty ones, except for ``workdir`` (the job's folder), the folders in ``keep`` (the
+    student package) and the Python environment, which are mounted back where they were. With
+    ``proc``, a /proc of the new PID namespace is mounted first (what ``unshare --mount-proc`` does)."""
     tmp, env = Path(workdir), Path(sys.prefix)
     hidden_tmp = Path(tempfile.gettempdir())
     hidden = []
@@ -86,10 +88,16 @@ def _isolated(command, workdir, hide=()):
     # hidden folder itself, or /mnt when all of them lie in the temporary folder (a student bundle).
     stash = hidden[0] if hidden else Path("/mnt")
     q = shlex.quote
-    env_inside = any(folder == env or folder in env.parents for folder in hidden) or hidden_tmp in env.parents
+    covered = [*hidden, hidden_tmp]
+    kept = [Path(folder) for folder in keep]
+    if any(folder == env or folder in env.parents for folder in covered):
+        kept.append(env)
     steps = ["mount --make-rprivate /"]
-    if env_inside:
-        steps += [f"mkdir -p {q(str(tmp / 'env'))}", f"mount --rbind {q(str(env))} {q(str(tmp / 'env'))}"]
+    if proc:
+        steps.append("mount -t proc -o nosuid,nodev,noexec proc /proc")
+    # Each kept folder rides inside the job's folder while everything around it is covered.
+    for i, folder in enumerate(kept):
+        steps += [f"mkdir -p {q(str(tmp / f'.keep{i}'))}", f"mount --rbind {q(str(folder))} {q(str(tmp / f'.keep{i}'))}"]
     steps += [
         f"mount -t tmpfs -o size=1m,mode=755 none {q(str(stash))}",
         f"mkdir -p {q(str(stash / '.job'))}",
@@ -99,12 +107,19 @@ def _isolated(command, workdir, hide=()):
     if hidden_tmp in tmp.parents:
         steps += [f"mount -t tmpfs -o mode=1777 none {q(str(hidden_tmp))}", f"mkdir -p {q(str(tmp))}",
                   f"mount --rbind {q(str(stash / '.job'))} {q(str(tmp))}"]
-    if env_inside:
-        steps += [f"mkdir -p {q(str(env))}", f"mount --rbind {q(str(tmp / 'env'))} {q(str(env))}"]
+    for i, folder in enumerate(kept):
+        steps += [f"mkdir -p {q(str(folder))}", f"mount --rbind {q(str(tmp / f'.keep{i}'))} {q(str(folder))}"]
+    return " && ".join(steps)
+
+
+def _isolated(command, workdir, hide=(), keep=()):
+    """``command`` wrapped so that it runs with no network, sees no other process, and finds the
+    files hidden as ``_mount_script`` says."""
     # Not exec'd: the shell stays PID 1 of the namespace, since a PID 1 ignores the signals it has
     # no handler for (os.abort() wouldn't end it), and reports a child killed by signal N as exit
     # status 128 + N (see _death).
-    script = " && ".join(steps) + " && " + " ".join(q(part) for part in command) + "; exit $?"
+    q = shlex.quote
+    script = _mount_script(workdir, hide, keep) + " && " + " ".join(q(part) for part in command) + "; exit $?"
     return [*_UNSHARE, "--", "sh", "-c", script]
 
 
@@ -157,7 +172,7 @@ def _cell_error(data):
 
 
 def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60.0, isolate=None, forbidden=None,
-        hide=(), callees=None):
+        hide=(), callees=None, use_warm=None):
     """Run ``cells`` ({name: source}) then each exercise's probes ({name: probes}) in children.
 
     The children import only what a student of ``lesson`` may have (autograder.release);
@@ -169,15 +184,38 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
     versions of the exercises an exercise calls: each such exercise is checked in a child of its
     own, after the others, with them standing in for the student's, so that no other exercise's
     check ever runs in a child that holds reference code.
+
+    With ``use_warm`` (the default on Linux) each child is a fork of the lesson's warm server
+    (warm.py), which has imported torch and the lesson's setup once, instead of a fresh
+    interpreter; isolation and limits are the same.
     """
     outcome = SandboxOutcome()
     outcome.isolated = isolation_available() if isolate is None else isolate
     callees = {name: spec for name, spec in (callees or {}).items() if name in exercises and spec.get("names")}
     skipped_cells = set()
+    server = None
+    if warm.warm_available() if use_warm is None else use_warm:
+        server = warm.server_for(lesson, prelude, _child_env, startup_timeout)
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
-        package_dir = Path(tmp) / "package"
-        write_student_package(lesson, package_dir)
+        if server is not None:
+            package_dir = server.package
+        else:
+            package_dir = Path(tmp) / "package"
+            write_student_package(lesson, package_dir)
         attempts = iter(range(10**6))
+
+        def launch(jobdir):
+            """Start the job in a fork of the warm server (a fresh interpreter if there is none)."""
+            nonlocal server
+            if server is not None:
+                script = _mount_script(jobdir, hide, [package_dir], proc=True) if outcome.isolated else None
+                try:
+                    return server.start(jobdir, script)
+                except warm.ServerGone:
+                    warm.discard(server)
+                    server = None
+                    write_student_package(lesson, Path(tmp) / "package")
+            return _cold_child(jobdir, Path(tmp) / "package", outcome.isolated, hide)
 
         def run_children(remaining, callee_spec=None):
             for _ in range(len(cells) + len(remaining) + 1):
@@ -189,8 +227,7 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
                 job = {"prelude": prelude, "cells": job_cells, "forbidden": dict(forbidden or {}),
                        "exercises": [{"name": n, "probes": p, "callees": callee_spec} for n, p in remaining.items()]}
                 torch.save(job, jobdir / "job.pt")
-                failed_step = _supervise(jobdir, Path(tmp), package_dir, outcome.isolated, step_timeout,
-                                         startup_timeout, hide)
+                failed_step = _supervise(jobdir, launch, step_timeout, startup_timeout)
                 out = jobdir / "out"
                 for path in sorted(out.glob("cell-*.pt")) if out.exists() else []:
                     outcome.cell_errors.setdefault(path.stem[5:], _cell_error(_load(path)))
@@ -206,6 +243,9 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
                         else:
                             outcome.results[name] = results
                         del remaining[name]
+                # Gone before the next job starts: a job sees no other job's files (a callee's
+                # reference source among them).
+                shutil.rmtree(jobdir, ignore_errors=True)
                 if failed_step is None:
                     return
                 step, why = failed_step
@@ -227,37 +267,56 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
     return outcome
 
 
-def _supervise(jobdir, workdir, package_dir, isolate, step_timeout, startup_timeout, hide=()):
-    """Run one child; return None when it finished every step, else (step, why it stopped)."""
-    command = [sys.executable, "-m", "autograder.grading.child", str(jobdir)]
-    if isolate:
-        command = _isolated(command, workdir, hide)
-    with open(jobdir / "stdout", "wb") as stdout:
-        child = subprocess.Popen(
-            command,
-            cwd=jobdir, env=_child_env(package_dir), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_limit_resources if os.name == "posix" else None,
-        )
-        step, since = None, time.monotonic()
+class _ColdChild:
+    """A fresh interpreter for one job, watched as a warm job is: ``wait(seconds)`` and ``kill()``."""
+
+    def __init__(self, jobdir, package_dir, isolate, hide):
+        command = [sys.executable, "-m", "autograder.grading.child", str(jobdir)]
+        if isolate:
+            command = _isolated(command, jobdir, hide, [package_dir])
+        with open(jobdir / "stdout", "wb") as stdout:
+            self.process = subprocess.Popen(
+                command, cwd=jobdir, env=_child_env(package_dir), stdin=subprocess.DEVNULL, stdout=stdout,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_limit_resources if os.name == "posix" else None,
+            )
+
+    def wait(self, seconds):
         try:
-            while True:
-                code = child.poll()
-                current, done = _progress(jobdir)
-                if current != step:
-                    step, since = current, time.monotonic()
-                if code is not None:
-                    if current is None and code == 0:
-                        return None
-                    why = _death(code)
-                    return (current or "startup", why)
-                limit = step_timeout if step is not None else startup_timeout
-                if time.monotonic() - since > limit:
-                    return (step or "startup", f"did not finish within {limit:g} s (an infinite loop?)")
-                time.sleep(0.02)
-        finally:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+            return self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+_cold_child = _ColdChild
+
+
+def _supervise(jobdir, launch, step_timeout, startup_timeout):
+    """Run one job; return None when it finished every step, else (step, why it stopped)."""
+    child = launch(jobdir)
+    step, since = None, time.monotonic()
+    code = None
+    try:
+        while True:
+            current, done = _progress(jobdir)
+            if current != step:
+                step, since = current, time.monotonic()
+            if code is not None:
+                if current is None and code == 0:
+                    return None
+                return (current or "startup", _death(code))
+            limit = step_timeout if step is not None else startup_timeout
+            if time.monotonic() - since > limit:
+                return (step or "startup", f"did not finish within {limit:g} s (an infinite loop?)")
+            code = child.wait(0.02)
+    finally:
+        if code is None:
+            child.kill()
 
 
 def _death(code):

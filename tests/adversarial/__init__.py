@@ -168,6 +168,7 @@ class Case:
     place: str = "tmp"  # "tmp": a test folder; "outside": a course in neither the repo nor the temp folder;
     #                     "course": a copy of the repository used as the course folder, gradebook and all
     watch: object = None  # (Context) -> more paths that must be unchanged (or still absent) afterwards
+    leaves: str = ""  # a word in the command line of the processes the code starts: none may outlive grading
     exit_code: int = 0  # for the CLI: the exit status expected
     error: str = ""  # for the CLI: a phrase of the one-line error expected
 

@@ -138,3 +138,31 @@ def warns_through_logging_and_deprecations(ctx):
     ''') + "\n\n" + _self_attention_whose_forward_starts_with(
         'logging.getLogger("student").warning("forward is called")\n'
         'warnings.warn("this forward is deprecated", DeprecationWarning)')
+
+
+def _detaches(marker):
+    """Code that starts two processes meant to outlive the grader: a daemon (double fork, a session
+    of its own) and a child in a new session, both running `sleep` with ``marker`` as its argument."""
+    return code(f'''
+        import os
+        import subprocess
+
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execvp("sleep", ["sleep", {marker!r}])
+            os._exit(0)
+        subprocess.Popen(["sleep", {marker!r}], start_new_session=True)
+    ''')
+
+
+@case(SDPA, deserved=6, says=(PASSES,), leaves="7391.25")
+def leaves_a_daemon_behind(ctx):
+    """A right answer whose cell starts a daemon (a double fork in a session of its own) and a detached child, both sleeping for two hours: full marks, and neither outlives its grading."""
+    return CORRECT_SDPA + _detaches("7391.25")
+
+
+@case(SA, deserved=0, says=(TOO_SLOW,), timeout=LOOP_TIMEOUT, leaves="7391.5")
+def leaves_processes_and_never_ends(ctx):
+    """A module whose forward starts detached sleepers and then never returns: 0 for the timeout, and no process outlives the kill."""
+    return _self_attention_whose_forward_starts_with(_detaches("7391.5") + "while True:\n    pass\n")
