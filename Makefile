@@ -2,7 +2,7 @@
 #   make lab       open the first lesson in JupyterLab
 #   make test      run the project's tests and re-execute every solution notebook
 #   make lessons   regenerate lessons/ from solutions/ (after editing a solution notebook)
-#   make bench     every speed figure in one table (BENCH=--quick); bench-grading: nbgrader vs the trusted grader
+#   make bench     every speed figure in one table, a class of 100 graded included (BENCH=--quick); bench-grading: nbgrader vs the trusted grader
 #   make release   write release/<lesson>/: what a class receives for each lesson (LESSONS="01 02": only those)
 #   make autograde trusted scores for every submission in submitted/, into nbgrader's gradebook
 #   make gradescope LESSON=01   gradescope/<lesson>.zip: the lesson's autograder for Gradescope
@@ -77,8 +77,9 @@ gradescope: $(STAMP)
 	@test "$(origin LESSON)" != file || { echo "name the lesson: make gradescope LESSON=01"; exit 2; }
 	$(BIN)/python -m autograder gradescope $(LESSON)
 
-# nbval and grading seconds per notebook, lesson 06's training (3 seeds), reference vs torch.nn
-# speed, then one table of every figure. BENCH= passes options, e.g. BENCH="--quick" or
+# nbval and grading seconds per notebook, a class of 100 students x every lesson graded at once
+# (warm, and 8 students with fresh interpreters), lesson 06's and 07's training (3 seeds),
+# reference vs torch.nn speed, lesson 08's attention, then one table of every figure. BENCH= passes options, e.g. BENCH="--quick" or
 # BENCH="--only nn" (python -m bench.all --help lists them).
 BENCH ?=
 bench: $(STAMP)

@@ -1,13 +1,15 @@
 """Every benchmark of the course, then one table of every figure (`make bench`).
 
-    python -m bench.all                              everything (about 10 minutes on 2 idle cores)
-    python -m bench.all --quick                      1 grading run, 1 training seed, 7 rounds per ratio
+    python -m bench.all                              everything (about 20 minutes on 2 idle cores)
+    python -m bench.all --quick                      1 grading run, 1 training seed, 7 rounds per ratio, a class of 20
     python -m bench.all --only nn                    one section (or several: --only nbval grade)
     python -m bench.all --only nn --threads 2 --rounds 41
 
 Sections: nbval (seconds per solution notebook, bench/notebooks.py), grade (the trusted
 grader on each solution notebook, bench/notebooks.py), reversal (lesson 06's training over
-three seeds, bench/reversal.py), nn (reference vs torch.nn speed, bench/nn_speed.py), modern
+three seeds, bench/reversal.py), class (a class of 100 students x every lesson graded at once by
+`autograder autograde`, with warm servers, and 8 of them with fresh interpreters;
+bench/class_grading.py), nn (reference vs torch.nn speed, bench/nn_speed.py), modern
 (lesson 08's block-wise attention: error, memory, speed; bench/modern.py), lm (lesson 07's
 language model: training over the seeds, the KV cache's speed-up, a sample; bench/language_model.py). Each
 prints its details as it goes; the summary table at the end has one row per figure.
@@ -23,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's autograder, installed or not
 
-from bench import language_model, modern, nn_speed, notebooks, reversal  # noqa: E402
+from bench import class_grading, language_model, modern, nn_speed, notebooks, reversal  # noqa: E402
 from bench.report import load_text, machine, summary  # noqa: E402
 
-SECTIONS = ("nbval", "grade", "reversal", "lm", "nn", "modern")
+SECTIONS = ("nbval", "grade", "class", "reversal", "lm", "nn", "modern")
 
 
 def main(argv=None):
@@ -37,10 +39,12 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                         help="training runs of lessons 06 and 07 (--quick: 0)")
     notebooks.add_arguments(parser)
+    class_grading.add_arguments(parser)
     nn_speed.add_arguments(parser)
     modern.add_arguments(parser)
     args = parser.parse_args(argv)
     notebooks.quicken(args)
+    class_grading.quicken(args)
     nn_speed.quicken(args)
     modern.quicken(args)
     if args.quick and args.seeds == [0, 1, 2]:
@@ -58,6 +62,8 @@ def main(argv=None):
             found += notebooks.run_nbval()
         elif section == "grade":
             found += notebooks.run_grade(args.runs)
+        elif section == "class":
+            found += class_grading.run(args.students, args.cold_students)
         elif section == "reversal":
             found += reversal.rows(reversal.train_seeds(args.seeds))
         elif section == "lm":

@@ -58,15 +58,33 @@ def submission(release, source, lesson, kind, index):
     return nb
 
 
-def run(args, cwd):
+def run(args, cwd, **env_vars):
     # nbgrader runs alembic by name: this Python's scripts come first on PATH.
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+               **env_vars)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=24 * 3600)
     if done.returncode:
         sys.exit(f"{' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - start
+
+
+def make_class(root, lessons, students):
+    """A course folder at ``root`` with ``students`` registered, each lesson generated in nbgrader,
+    and one submission per student and lesson, the kinds taken in turn."""
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    (root / "students.csv").write_text("id\n" + "".join(f"{s}\n" for s in students))
+    run(["nbgrader", "db", "student", "import", "students.csv"], root)
+    for lesson in lessons:
+        shutil.copytree(REPO / "solutions" / lesson, root / "solutions" / lesson)
+        run(["nbgrader", "generate_assignment", lesson], root)
+        release = nbformat.read(root / "lessons" / lesson / f"{lesson}.ipynb", as_version=4)
+        source = nbformat.read(source_notebook(lesson), as_version=4)
+        for i, student in enumerate(students):
+            path = root / "submitted" / student / lesson / f"{lesson}.ipynb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(submission(release, source, lesson, KINDS[i % len(KINDS)], i), path)
 
 
 def main():
@@ -76,20 +94,10 @@ def main():
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="grading-bench-"))
     try:
-        shutil.copy(REPO / "nbgrader_config.py", root)
         students = [f"s{i:03d}" for i in range(args.students)]
-        (root / "students.csv").write_text("id\n" + "".join(f"{s}\n" for s in students))
-        run(["nbgrader", "db", "student", "import", "students.csv"], root)
+        make_class(root, args.lessons, students)
         rows = []
         for lesson in args.lessons:
-            shutil.copytree(REPO / "solutions" / lesson, root / "solutions" / lesson)
-            run(["nbgrader", "generate_assignment", lesson], root)
-            release = nbformat.read(root / "lessons" / lesson / f"{lesson}.ipynb", as_version=4)
-            source = nbformat.read(source_notebook(lesson), as_version=4)
-            for i, student in enumerate(students):
-                path = root / "submitted" / student / lesson / f"{lesson}.ipynb"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                nbformat.write(submission(release, source, lesson, KINDS[i % len(KINDS)], i), path)
             plain = run(["nbgrader", "autograde", lesson, "--Execute.timeout=180"], root)
             trusted = run(["autograder", "autograde", lesson], root)
             rows.append((lesson, plain / len(students), trusted / len(students)))

@@ -42,7 +42,7 @@ from torch.utils._pytree import tree_leaves  # noqa: E402
 
 from autograder.reference import causal_mask, scaled_dot_product_attention  # noqa: E402
 from autograder.reference.modern import flash_attention  # noqa: E402
-from bench.report import Row, load_text, machine, summary, table  # noqa: E402
+from bench.report import Row, load_text, machine, quicken_defaults, summary, table  # noqa: E402
 
 HEADS, HEAD_DIM, BLOCK = 8, 64, 128
 MEMORY_LENGTHS = (1024, 2048, 4096, 8192, 16384)
@@ -251,11 +251,7 @@ def add_arguments(parser):
 
 def quicken(args):
     """--quick: fewer rounds and smaller real runs, unless set explicitly."""
-    if getattr(args, "quick", False):
-        if args.flash_rounds == 5:
-            args.flash_rounds = 2
-        if args.memory_real_up_to == 4096:
-            args.memory_real_up_to = 2048
+    quicken_defaults(args, {"flash_rounds": (5, 2), "memory_real_up_to": (4096, 2048)})
 
 
 def main(argv=None):

@@ -58,3 +58,11 @@ def summary(rows):
     """The one table of every figure, sections as rows."""
     return table(["section", "measured", "figure", "note"], [(r.section, r.item, r.figure, r.note) for r in rows],
                  align=["<", "<", ">", "<"])
+
+
+def quicken_defaults(args, defaults):
+    """--quick: every option still at its default takes its quick value ({name: (default, quick)})."""
+    if getattr(args, "quick", False):
+        for name, (default, quick) in defaults.items():
+            if getattr(args, name) == default:
+                setattr(args, name, quick)

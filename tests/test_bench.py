@@ -54,3 +54,24 @@ def test_summary_table_has_one_line_per_row():
     assert len(lines) == 2 + len(rows)  # header, rule, rows
     assert [cell.strip() for cell in lines[2].split(" | ")] == ["nbval", "01_self_attention", "12.3 s", "20 passed"]
     assert len({line.index("|") for line in lines if "|" in line}) == 1, "columns line up"
+
+
+def test_the_class_bench_grades_a_small_class_and_checks_every_score():
+    done = subprocess.run([sys.executable, "-m", "bench.class_grading", "--students", "4", "--cold-students", "1",
+                           "--lessons", "01_self_attention"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "warm: 4 notebooks" in done.stdout and "cold: 1 notebooks" in done.stdout, done.stdout
+    assert "problems:" not in done.stdout, done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.startswith("class ")]
+    assert len(rows) == 3 and "s per notebook" in rows[0] and "fresh interpreters" in rows[1], rows
+
+
+def test_the_class_bench_flags_a_score_that_does_not_fit_its_kind():
+    from bench.class_grading import wrong_scores
+
+    students = ["s000", "s001", "s002", "s003"]  # correct, stub, buggy, hostile
+    fine = {("01_self_attention", "s000"): 10.0, ("01_self_attention", "s001"): 0.0,
+            ("01_self_attention", "s002"): 4.0, ("01_self_attention", "s003"): 10.0}
+    assert wrong_scores(fine, students) == []
+    assert wrong_scores({**fine, ("01_self_attention", "s000"): 9.5}, students) == ["s000 01_self_attention (correct): 9.5"]
+    assert wrong_scores({**fine, ("01_self_attention", "s001"): 2.0}, students) == ["s001 01_self_attention (stub): 2"]

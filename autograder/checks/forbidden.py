@@ -81,10 +81,14 @@ def _refusing_mode(names):
     """
     from torch.overrides import TorchFunctionMode
 
+    refused = {}  # name -> whether it is refused: a grading run makes thousands of calls to a few dozen functions
+
     class RefuseForbidden(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             name = getattr(func, "__name__", "") or ""
-            if any(named_like(name, forbidden) for forbidden in names):
+            if name not in refused:
+                refused[name] = any(named_like(name, forbidden) for forbidden in names)
+            if refused[name]:
                 raise ForbiddenCall(f"{name} does what this exercise asks you to build, so it is switched off while grading")
             return func(*args, **(kwargs or {}))
 

@@ -201,7 +201,8 @@ def autograde(root, lessons=None, students=None, jobs=None, step_timeout=60.0, p
     # nbgrader creates a new gradebook by running `alembic`, found on PATH: this Python's, even
     # when its environment is not activated.
     with course_lock(root), scripts_on_path():
-        submissions = find_submissions(root, lessons, students)
+        # Lesson by lesson: each worker keeps the lesson's warm server busy (grading/warm.py).
+        submissions = sorted(find_submissions(root, lessons, students), key=lambda found: (found[1], found[0]))
         with Gradebook(db_url, course_id) as gradebook:
             for name in {lesson for _, lesson, _ in submissions}:
                 gradebook.find_assignment(name)  # MissingEntry: run nbgrader generate_assignment first

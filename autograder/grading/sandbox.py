@@ -217,6 +217,18 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
                     write_student_package(lesson, Path(tmp) / "package")
             return _cold_child(jobdir, Path(tmp) / "package", outcome.isolated, hide)
 
+        def probes_of(name, probes):
+            """The probes, or the key under which the warm server already holds them."""
+            nonlocal server
+            if server is not None:
+                try:
+                    return {"probes_key": server.preload(name, probes)}
+                except warm.ServerGone:
+                    warm.discard(server)
+                    server = None
+                    write_student_package(lesson, Path(tmp) / "package")
+            return {"probes": probes}
+
         def run_children(remaining, callee_spec=None):
             for _ in range(len(cells) + len(remaining) + 1):
                 if not remaining:
@@ -225,7 +237,7 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
                 jobdir.mkdir()
                 job_cells = [{"name": n, "source": s} for n, s in cells.items() if n not in skipped_cells]
                 job = {"prelude": prelude, "cells": job_cells, "forbidden": dict(forbidden or {}),
-                       "exercises": [{"name": n, "probes": p, "callees": callee_spec} for n, p in remaining.items()]}
+                       "exercises": [{"name": n, **probes_of(n, p), "callees": callee_spec} for n, p in remaining.items()]}
                 torch.save(job, jobdir / "job.pt")
                 failed_step = _supervise(jobdir, launch, step_timeout, startup_timeout)
                 out = jobdir / "out"

@@ -15,9 +15,11 @@ kernel kills whatever the student's code left running in the namespace. Every pr
 chain dies with its parent (PR_SET_PDEATHSIG), so a killed grader leaves nothing behind.
 
 The grader talks to the server over its standard input and output, one line at a time:
-the first line (JSON) is the lesson's setup cell, answered by ``ready``; then each job is a
-JSON line, answered by ``pid N`` once forked and ``status CODE`` when it has ended (CODE as
-``subprocess`` gives it: negative for a signal). An ended job stays a zombie, its pid reserved,
+the first line (JSON) is the lesson's setup cell, answered by ``ready``; then each exercise's
+probes, the same for every student, are named once (a file the server loads, answered by
+``loaded``), so that each job carries only its cells; each job is a JSON line, answered by
+``pid N`` once forked and ``status CODE`` when it has ended (CODE as ``subprocess`` gives it:
+negative for a signal). An ended job stays a zombie, its pid reserved,
 until the grader's next line, so that a kill from the grader can never hit a reused pid.
 """
 
@@ -35,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import torch
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
 PR_SET_PDEATHSIG = 1
@@ -182,8 +186,14 @@ def serve():
             os.waitpid(zombie, 0)
             zombie = None
         job = json.loads(line)
-        if job.get("stop"):
-            return
+        if "preload" in job:  # an exercise's probes, the same for every job: loaded once, inherited by each fork
+            import torch
+
+            from .child import PRELOADED
+
+            PRELOADED[job["key"]] = torch.load(job["preload"], weights_only=True)
+            reply.write(b"loaded\n")
+            continue
         pid = os.fork()
         if pid == 0:
             try:
@@ -217,6 +227,7 @@ class WarmServer:
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                             start_new_session=True)
         self._buffer = b""
+        self.loaded = {}
         try:
             self._send({"prelude": prelude})
             if self._line(timeout) != "ready":
@@ -251,6 +262,19 @@ class WarmServer:
             return (self.root / "server.log").read_text(errors="replace")[-1500:].strip() or "no message"
         except OSError:
             return "no message"
+
+    def preload(self, name, probes):
+        """The key under which the server holds ``probes`` (an exercise's), sending them the first time."""
+        key = f"{name}-{id(probes)}"
+        if key not in self.loaded:
+            path = self.root / f"probes-{len(self.loaded)}.pt"
+            torch.save(probes, path)
+            self._send({"preload": str(path), "key": key})
+            if self._line(60.0) != "loaded":
+                raise ServerGone("the server did not load the probes")
+            path.unlink()
+            self.loaded[key] = probes  # kept alive, so that no other object takes its id
+        return key
 
     def start(self, jobdir, script):
         self._send({"jobdir": str(jobdir), "script": script})
@@ -306,7 +330,7 @@ class WarmJob:
 
 
 _SERVERS = {}
-MAX_SERVERS = 8  # one per lesson; each holds about 250 MB of its own beyond what forks share
+MAX_SERVERS = 3  # the least recently used goes first; batch grading takes the lessons in turn
 
 
 def server_for(lesson, prelude, env, timeout=60.0):

@@ -5,6 +5,7 @@ cells); the trusted grader (``autograder.grading``) instead runs the student's c
 ``probes_for(name)`` in a sandbox and calls ``report_for`` on what comes back.
 """
 
+import copy
 import functools
 import importlib
 
@@ -40,8 +41,20 @@ def available_devices():
 
 
 def probes_for(name, devices=None):
-    """Every probe the grader runs for an exercise: the public ones and the hidden ones."""
-    return specs()[name].hidden_probes(devices or available_devices())
+    """Every probe the grader runs for an exercise: the public ones and the hidden ones (a copy
+    of its own, which the caller may run code on)."""
+    return copy.deepcopy(shared_probes(name, devices))
+
+
+def shared_probes(name, devices=None):
+    """The same, built once per process and shared: for callers that only send them to the sandbox
+    and read them, never run code on them (report_for runs the reference on copies)."""
+    return _built_probes(name, tuple(devices or available_devices()))
+
+
+@functools.lru_cache(maxsize=None)
+def _built_probes(name, devices):
+    return specs()[name].hidden_probes(list(devices))
 
 
 # What the reference (and each known mistake) gives on a probe is the same for every student:
@@ -56,7 +69,7 @@ def _key(name, probes):
 def _expected(name, probes):
     key = _key(name, probes)
     if key not in _EXPECTED:
-        _EXPECTED[key] = run_probes(specs()[name].reference, probes)
+        _EXPECTED[key] = run_probes(specs()[name].reference, copy.deepcopy(probes))
     return _EXPECTED[key]
 
 
@@ -68,7 +81,7 @@ def report_for(name, probes, got_results):
     def mistakes_for(i):
         key = (*_key(name, probes), i)
         if key not in _MISTAKEN:
-            _MISTAKEN[key] = [(hint, run_probe(wrong, probes[i])) for hint, wrong in spec.mistakes]
+            _MISTAKEN[key] = [(hint, run_probe(wrong, copy.deepcopy(probes[i]))) for hint, wrong in spec.mistakes]
         return _MISTAKEN[key]
 
     return check_probes(name, probes, got_results, expected, mistakes_for, spec.tolerance, spec.requirement_table())
