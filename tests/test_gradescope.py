@@ -42,7 +42,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
 
 # The buggy answer, then everything a notebook could do to its grader from inside: rebind the
 # checks, make every comparison pass, and write a perfect results.json of its own (RESULTS is
-# the results folder of the run, and the marker file shows the write went through).
+# the results folder of the run; the marker file would show that the write went through).
 HOSTILE = BUGGY + '''
 import json, pathlib
 import autograder.checks as checks
@@ -109,8 +109,8 @@ CANNOT_BE_GRADED = {  # name: (files submitted, the reason results.json must giv
 
 @pytest.fixture(scope="module")
 def autograder_roots():
-    """A folder per run, outside the temporary folder: the sandbox hides that from a submission's
-    code, and Gradescope's /autograder/results is not in it, so a hostile write must land."""
+    """A folder per run, outside the temporary folder, as Gradescope's /autograder is: the sandbox
+    hides the temporary folder, and makes every other one read-only, this one included."""
     base = Path(tempfile.mkdtemp(prefix="gradescope-test-", dir="/var/tmp" if Path("/var/tmp").is_dir() else None))
     yield lambda kind: Path(tempfile.mkdtemp(prefix=kind.replace(" ", "-") + "-", dir=base))
     shutil.rmtree(base, ignore_errors=True)
@@ -184,7 +184,7 @@ def test_the_zip_holds_what_grading_needs_and_nothing_else(archive):
 def test_a_submission_is_graded_into_results_json(graded, kind):
     _, expected = SUBMISSIONS[kind]
     results = dict(graded[kind])
-    assert results.pop("written by the submission too") == (kind == "hostile"), "the hostile write went through"
+    assert results.pop("written by the submission too") is False, "a write from the sandbox reached the results folder"
     assert_gradescope_format(results)
     assert {test["name"]: test["score"] for test in results["tests"]} == expected, results
     assert results["score"] == sum(expected.values())

@@ -109,6 +109,17 @@ def _mount_script(workdir, hide=(), keep=(), proc=False):
                   f"mount --rbind {q(str(stash / '.job'))} {q(str(tmp))}"]
     for i, folder in enumerate(kept):
         steps += [f"mkdir -p {q(str(folder))}", f"mount --rbind {q(str(tmp / f'.keep{i}'))} {q(str(folder))}"]
+    # Everything else read-only: the Python environment, the student package (one copy serves a
+    # warm server's every job), the home folder. Only the job's folder and the empty temporary
+    # folder take writes (and /proc, /dev, /sys, which are what they are). The processes' working
+    # folder, entered before these mounts, is the read-only one underneath: they enter it again. The root must succeed;
+    # a mount that refuses (a special file system) stays as it was.
+    writable = " | ".join(q(str(path)) for path in (tmp, hidden_tmp))
+    # A /dev/shm of its own: the machine's is shared by every process on it.
+    steps += ["if [ -d /dev/shm ]; then mount -t tmpfs -o mode=1777,size=256m none /dev/shm; fi",
+              "mount -o remount,bind,ro /",
+              "for m in $(awk '$5 != \"/\" {print $5}' /proc/self/mountinfo); do case \"$m\" in /proc | /proc/* | /dev | "
+              f"/dev/* | /sys | /sys/* | {writable}) ;; *) mount -o remount,bind,ro \"$m\" 2>/dev/null ;; esac; done; true"]
     return " && ".join(steps)
 
 
@@ -119,7 +130,8 @@ def _isolated(command, workdir, hide=(), keep=()):
     # no handler for (os.abort() wouldn't end it), and reports a child killed by signal N as exit
     # status 128 + N (see _death).
     q = shlex.quote
-    script = _mount_script(workdir, hide, keep) + " && " + " ".join(q(part) for part in command) + "; exit $?"
+    script = (_mount_script(workdir, hide, keep) + f" && cd {q(str(workdir))} && " + " ".join(q(part) for part in command)
+              + "; exit $?")
     return [*_UNSHARE, "--", "sh", "-c", script]
 
 
@@ -197,37 +209,27 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
     if warm.warm_available() if use_warm is None else use_warm:
         server = warm.server_for(lesson, prelude, _child_env, startup_timeout)
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
-        if server is not None:
-            package_dir = server.package
-        else:
-            package_dir = Path(tmp) / "package"
-            write_student_package(lesson, package_dir)
+        if server is None:
+            write_student_package(lesson, Path(tmp) / "package")
         attempts = iter(range(10**6))
 
-        def launch(jobdir):
-            """Start the job in a fork of the warm server (a fresh interpreter if there is none)."""
+        def launch(jobdir, job, remaining, callee_spec):
+            """Write the job and start it in a fork of the warm server, with the probes the server
+            already holds named by key; else (no server, or it is gone) in a fresh interpreter."""
             nonlocal server
             if server is not None:
-                script = _mount_script(jobdir, hide, [package_dir], proc=True) if outcome.isolated else None
                 try:
+                    torch.save({**job, "exercises": [{"name": n, "probes_key": server.preload(n, p), "callees": callee_spec}
+                                                     for n, p in remaining.items()]}, jobdir / "job.pt")
+                    script = _mount_script(jobdir, hide, [server.package], proc=True) if outcome.isolated else None
                     return server.start(jobdir, script)
                 except warm.ServerGone:
                     warm.discard(server)
                     server = None
                     write_student_package(lesson, Path(tmp) / "package")
+            torch.save({**job, "exercises": [{"name": n, "probes": p, "callees": callee_spec}
+                                             for n, p in remaining.items()]}, jobdir / "job.pt")
             return _cold_child(jobdir, Path(tmp) / "package", outcome.isolated, hide)
-
-        def probes_of(name, probes):
-            """The probes, or the key under which the warm server already holds them."""
-            nonlocal server
-            if server is not None:
-                try:
-                    return {"probes_key": server.preload(name, probes)}
-                except warm.ServerGone:
-                    warm.discard(server)
-                    server = None
-                    write_student_package(lesson, Path(tmp) / "package")
-            return {"probes": probes}
 
         def run_children(remaining, callee_spec=None):
             for _ in range(len(cells) + len(remaining) + 1):
@@ -236,10 +238,9 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
                 jobdir = Path(tmp) / f"job{next(attempts)}"
                 jobdir.mkdir()
                 job_cells = [{"name": n, "source": s} for n, s in cells.items() if n not in skipped_cells]
-                job = {"prelude": prelude, "cells": job_cells, "forbidden": dict(forbidden or {}),
-                       "exercises": [{"name": n, **probes_of(n, p), "callees": callee_spec} for n, p in remaining.items()]}
-                torch.save(job, jobdir / "job.pt")
-                failed_step = _supervise(jobdir, launch, step_timeout, startup_timeout)
+                job = {"prelude": prelude, "cells": job_cells, "forbidden": dict(forbidden or {})}
+                failed_step = _supervise(jobdir, lambda: launch(jobdir, job, remaining, callee_spec), step_timeout,
+                                         startup_timeout)
                 out = jobdir / "out"
                 for path in sorted(out.glob("cell-*.pt")) if out.exists() else []:
                     outcome.cell_errors.setdefault(path.stem[5:], _cell_error(_load(path)))
@@ -309,8 +310,9 @@ _cold_child = _ColdChild
 
 
 def _supervise(jobdir, launch, step_timeout, startup_timeout):
-    """Run one job; return None when it finished every step, else (step, why it stopped)."""
-    child = launch(jobdir)
+    """Run one job (``launch()`` starts it); return None when it finished every step, else (step,
+    why it stopped)."""
+    child = launch()
     step, since = None, time.monotonic()
     code = None
     try:

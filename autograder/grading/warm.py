@@ -83,6 +83,7 @@ def _run_job(jobdir):
     try:
         from . import child
 
+        os.chdir(jobdir)  # the job's folder as mounted in the namespace, not the one entered before
         # The process looks as the cold child does to the code it runs: the child is __main__.
         sys.modules["__main__"] = child
         sys.argv = [child.__file__, jobdir]

@@ -6,6 +6,8 @@ cases aim at are real ones in the test's own folders (or a throw-away copy of th
 never the repository itself, so a grader that fails them harms nothing.
 """
 
+from pathlib import Path
+
 from . import (CORRECT_SA, CORRECT_SDPA, EXITED, PASSES, SA, SDPA, WRONG_SA, WRONG_SDPA, answer, case, code,
                lesson_notebook, write)
 
@@ -187,3 +189,38 @@ def kills_the_grader(ctx):
             os.kill(os.getppid(), signal.SIGKILL)
     ''')
     return write(lesson_notebook([answer(sdpa, SDPA)], [answer(CORRECT_SA, SA)]), ctx.notebook)
+
+
+PLANTED = "planted_by_a_student"
+
+
+def _planted_paths(ctx):
+    """Where the planting case's code would leave files that outlive its job: the Python environment
+    and the home folder (the student package is checked by the case itself)."""
+    import site
+
+    return [Path(site.getsitepackages()[0]) / f"zz_{PLANTED}.pth", Path.home() / f".{PLANTED}"]
+
+
+@case(place="tmp", deserved={SDPA: 6, SA: 4}, says={SDPA: (PASSES,), SA: (PASSES,)}, watch=_planted_paths)
+def plants_files_for_later_jobs(ctx):
+    """Correct answers whose first cell writes into the student package the sandbox imports (which a warm server shares among all jobs), the Python environment's site-packages and the home folder, and whose second deletes its module if the planted file is there: all read-only, nothing left, full marks."""
+    sdpa = CORRECT_SDPA + code(f'''
+        import autograder
+        import torch
+        from pathlib import Path
+
+        import site
+
+        for _path in (Path(autograder.__file__).parent / "{PLANTED}.py",
+                      Path(site.getsitepackages()[0]) / "zz_{PLANTED}.pth", Path.home() / ".{PLANTED}"):
+            try:
+                _path.write_text("# left by a student's code\\n")
+            except OSError as error:
+                print("blocked:", error)
+    ''')
+    sa = CORRECT_SA + code(f'''
+        if (Path(autograder.__file__).parent / "{PLANTED}.py").exists():
+            del SelfAttention
+    ''')
+    return write(lesson_notebook([answer(sdpa, SDPA)], [answer(sa, SA)]), ctx.notebook)
