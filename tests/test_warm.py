@@ -88,6 +88,10 @@ def test_killing_the_grader_mid_job_leaves_no_process_behind(tmp_path):
         assert lingering(marker, grace=0), "the student's sleeper never started: the test would prove nothing"
         servers = _processes(lambda p: f"{warm.PARENT_VARIABLE}={grader.pid}".encode() in (p / "environ").read_bytes())
         assert servers, "the grader started no warm server"
+        # The server's working folder is its own; its forks' (which share its environment) are the job's.
+        folders = {Path(os.readlink(f"/proc/{pid}/cwd")) for pid in servers} - {Path("/")}
+        folders = [folder for folder in folders if folder.name.startswith("autograder-warm-")]
+        assert folders, "no server works in a folder of its own"
     finally:
         grader.send_signal(signal.SIGKILL)
         grader.wait()
@@ -96,3 +100,4 @@ def test_killing_the_grader_mid_job_leaves_no_process_behind(tmp_path):
     while (left := [pid for pid in servers if os.path.exists(f"/proc/{pid}")]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left, "the warm server outlived the killed grader"
+    assert not [folder for folder in folders if folder.exists()], "the warm server's folder outlived it"

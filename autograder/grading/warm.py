@@ -49,11 +49,11 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _die_with_parent(parent=None):
-    """SIGKILL when the parent exits; exit now if ``parent`` already has (it could have before the
-    call). A namespace's PID 1 can't tell (its parent's pid there is 0): its parent is in its
-    process group, which the grader kills as a whole."""
-    if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or (parent and os.getppid() != parent):
+def _die_with_parent(parent=None, how=signal.SIGKILL):
+    """Signal ``how`` when the parent exits; exit now if ``parent`` already has (it could have
+    before the call). A namespace's PID 1 can't tell (its parent's pid there is 0): its parent is
+    in its process group, which the grader kills as a whole."""
+    if _libc().prctl(PR_SET_PDEATHSIG, how, 0, 0, 0) != 0 or (parent and os.getppid() != parent):
         os._exit(70)
 
 
@@ -105,6 +105,7 @@ def _forked_job(job, server):
     from .sandbox import _limit_resources
 
     os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's own handler is not the job's
     _die_with_parent(server)
     jobdir = job["jobdir"]
     null = os.open(os.devnull, os.O_RDONLY)
@@ -166,7 +167,16 @@ def _warm_up(prelude):
 
 
 def serve():
-    _die_with_parent(int(os.environ.pop(PARENT_VARIABLE, "0")) or os.getppid())
+    # A grader that dies without closing the server (SIGKILL) leaves it SIGTERM, on which it removes
+    # its folder (the grader made it its working folder) and exits; its jobs die with it.
+    folder = os.getcwd()
+
+    def gone(signum, frame):
+        shutil.rmtree(folder, ignore_errors=True)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, gone)
+    _die_with_parent(int(os.environ.pop(PARENT_VARIABLE, "0")) or os.getppid(), signal.SIGTERM)
     # The pipes to the grader move off 0 and 1, so that nothing printed while warming up can
     # corrupt them; each job's fork closes them.
     control_in, control_out = os.dup(0), os.dup(1)
