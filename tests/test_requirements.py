@@ -17,7 +17,7 @@ import pytest
 from autograder.checks import CheckFailed, check
 from autograder.checks.hidden import hidden_report, specs
 from autograder.checks.hidden.callees import callee_source
-from autograder.checks.public import public_report
+from autograder.checks.public import failure_text, public_report
 from autograder.curriculum import EXERCISES, LESSONS, callees, lesson_of
 from autograder.grading.grade import grade
 from tests.bug_catalog import all_bugs, load
@@ -53,9 +53,13 @@ def _scores(bug, prelude):
 
 
 @pytest.mark.parametrize("prelude, bug", BUGS, ids=[bug.id for _, bug in BUGS])
-def test_the_public_check_predicts_the_grade_on_every_catalogued_mistake(prelude, bug):
+def test_the_grade_names_every_catalogued_mistake_and_the_public_check_predicts_it(prelude, bug):
     public, hidden, public_score, hidden_score = _scores(bug, prelude)
     assert not hidden.ok, "the grade misses this mistake"
+    if bug.names:  # the hidden checks' message names it as the likely mistake
+        text = failure_text(hidden, "hidden")
+        assert "Likely mistake:" in text, text
+        assert bug.names in text.split("Likely mistake:")[1].split("\n")[0], text
     if public.ok:
         pytest.fail(f"the public checks pass this mistake, the grade gives {hidden_score:g}: "
                     f"{[r.text for r in hidden.failing_requirements]} need a public probe that shows it")

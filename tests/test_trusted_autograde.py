@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -178,6 +179,32 @@ def test_a_second_run_at_once_is_refused(course):
     assert "another grading run" in result.stderr and result.stderr.count("\n") == 1
 
 
+def _descendants(pid):
+    """Every process below ``pid``, found through /proc."""
+    children = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(proc.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid):
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def test_a_run_killed_midway_leaves_the_gradebook_consistent(course, graded, jupyter_env):
     root, run = course
     expected = exported(root, run)  # the trusted grades
@@ -193,8 +220,13 @@ def test_a_run_killed_midway_leaves_the_gradebook_consistent(course, graded, jup
         if graded:
             break
         time.sleep(0.05)
+    workers = _descendants(child.pid)
     child.send_signal(signal.SIGKILL)
     child.wait()
+    deadline = time.monotonic() + 10  # its pool's workers and their warm servers end with it
+    while (left := [pid for pid in workers if _alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"processes of the killed run are still alive: {left}"
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     per_submission = db.execute(
         "SELECT submitted_notebook.id, COUNT(grade.auto_score), COUNT(*) FROM grade "

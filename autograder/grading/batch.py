@@ -28,6 +28,7 @@ from ..curriculum import LESSONS
 from ..lessons import scripts_on_path
 from .grade import SubmissionError, grade
 from .integrity import tampering
+from .warm import follow_parent
 from .notebook import answer_cells, read_notebook
 
 LOCK_NAME = ".autograder.lock"
@@ -208,7 +209,9 @@ def autograde(root, lessons=None, students=None, jobs=None, step_timeout=60.0, p
                 gradebook.find_assignment(name)  # MissingEntry: run nbgrader generate_assignment first
             jobs = jobs or os.cpu_count() or 1
             # Spawned, not forked: a forked worker would inherit the lock and hold it after a kill.
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            # Each worker ends with this process, and its warm servers with it (follow_parent).
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=follow_parent, initargs=(os.getpid(),)) as pool:
                 futures = [pool.submit(_grade_one, s, l, p, step_timeout) for s, l, p in submissions]
                 for future in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="notebook",
                                    disable=not progress):

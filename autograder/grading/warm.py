@@ -376,6 +376,16 @@ def close_all():
         _SERVERS.popitem()[1].close()
 
 
+def follow_parent(parent):
+    """For a worker process of the grader's pool: end (SIGTERM) when ``parent`` does, as its warm
+    servers then do. A pool's worker whose parent was killed would otherwise wait forever for work
+    on a queue it holds both ends of."""
+    if sys.platform.startswith("linux"):
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
 def warm_available():
     """Whether jobs are forked from a server here: on Linux (fork, prctl), unless the environment
     says AUTOGRADER_WARM=0 (a fresh interpreter per job, as before; for comparisons)."""
