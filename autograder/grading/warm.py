@@ -341,7 +341,9 @@ class WarmJob:
 
 
 _SERVERS = {}
-MAX_SERVERS = 3  # the least recently used goes first; batch grading takes the lessons in turn
+# At most this many per grading process, the least recently used closed first (batch grading takes
+# the lessons in turn): each holds about 330 MB, 240 MB of it its own.
+MAX_SERVERS = 3
 
 
 def server_for(lesson, prelude, env, timeout=60.0):
@@ -387,9 +389,13 @@ def follow_parent(parent):
 
 
 def warm_available():
-    """Whether jobs are forked from a server here: on Linux (fork, prctl), unless the environment
-    says AUTOGRADER_WARM=0 (a fresh interpreter per job, as before; for comparisons)."""
-    return sys.platform.startswith("linux") and os.environ.get("AUTOGRADER_WARM", "1") != "0"
+    """Whether jobs are forked from a server here: on Linux (fork, prctl) without a CUDA device,
+    unless the environment says AUTOGRADER_WARM=0 (a fresh interpreter per job, as before; for
+    comparisons). With a GPU the hidden checks run on it too, and a process forked from one that
+    has asked CUDA anything (the setup cell asks torch.cuda.is_available()) can't use CUDA: there
+    each job is a fresh interpreter."""
+    return (sys.platform.startswith("linux") and os.environ.get("AUTOGRADER_WARM", "1") != "0"
+            and not torch.cuda.is_available())
 
 
 if __name__ == "__main__":
