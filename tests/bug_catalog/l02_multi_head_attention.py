@@ -373,7 +373,7 @@ def merge_heads(x):
         out, weights = scaled_dot_product_attention(q, k, v, mask)
         out = F.dropout(self.out_proj(merge_heads(out)), self.dropout, training=self.training)
         return out, (weights if need_weights else None)
-'''), names="dropout is applied to the output"),
+'''), names="dropout is applied to the output, after out_proj"),
     Bug("MultiHeadAttention", "drops the weights after computing the output", _mha('''
     def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
         B, L, C = query.shape
@@ -428,3 +428,11 @@ def merge_heads(x):
         return out, (weights if need_weights else None)
 '''), names="bias=False"),
 ]
+
+# The same answer with its dropout moved before the heads are merged: on each head's output.
+_DROPS_OUTPUT = next(bug for bug in BUGS if bug.title == "drops the output instead of the weights")
+BUGS.append(Bug("MultiHeadAttention", "drops each head's output before merging the heads", _DROPS_OUTPUT.source.replace(
+    "        out = F.dropout(self.out_proj(merge_heads(out)), self.dropout, training=self.training)\n",
+    "        out = F.dropout(out, self.dropout, training=self.training)  # (B, H, L, D): each head's output\n"
+    "        out = self.out_proj(merge_heads(out))\n"), names="dropout is applied to each head's output"))
+assert BUGS[-1].source != _DROPS_OUTPUT.source

@@ -207,10 +207,12 @@ MULTI_HEAD_ATTENTION_MISTAKES = [
      _mha_mistake("dropout_ignored")),
     ("the weights are dropped, but the output is computed from the weights before the dropout: recompute "
      "out = weights @ v from the dropped weights", _mha_mistake("dropout_not_recomputed")),
-    ("dropout is applied to the output; as in nn.MultiheadAttention, it acts on the attention weights, before they "
-     "mix the values (and the weights returned are the dropped ones)", _mha_mistake("dropout_on_output")),
-    ("dropout is applied to the output; as in nn.MultiheadAttention, it acts on the attention weights, before they "
-     "mix the values (and the weights returned are the dropped ones)", _mha_mistake("dropout_on_heads_output")),
+    ("dropout is applied to the output, after out_proj; as in nn.MultiheadAttention, it acts on the attention "
+     "weights, before they mix the values (and the weights returned are the dropped ones)",
+     _mha_mistake("dropout_on_output")),
+    ("dropout is applied to each head's output (weights @ v) before the heads are merged; as in "
+     "nn.MultiheadAttention, it acts on the attention weights, before they mix the values (and the weights returned "
+     "are the dropped ones)", _mha_mistake("dropout_on_heads_output")),
     ("dropout is applied to the scores before the softmax; as in nn.MultiheadAttention, it acts on the weights "
      "after the softmax", _mha_mistake("dropout_on_scores")),
 ]
