@@ -224,3 +224,18 @@ def plants_files_for_later_jobs(ctx):
             del SelfAttention
     ''')
     return write(lesson_notebook([answer(sdpa, SDPA)], [answer(sa, SA)]), ctx.notebook)
+
+
+@case(SDPA, deserved=6, says=(PASSES,))
+def signals_its_namespace_init(ctx):
+    """A correct answer whose cell sends SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGKILL to its parent when that is PID 1 of its namespace (the process that waits for the job and ends the namespace with it): PID 1 takes none of them, full marks."""
+    return CORRECT_SDPA + code('''
+        import os
+        import signal
+        import time
+
+        if os.getppid() == 1:  # in the sandbox's PID namespace, where the parent is its PID 1
+            for _signal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGKILL):
+                os.kill(1, _signal)
+                time.sleep(0.05)
+    ''')
