@@ -3,7 +3,9 @@
 The parent never imports or executes what the student wrote. It hands the child a job
 (prelude, answer cells, probes), watches the child's progress file, kills the child when a
 step overruns its time, and starts a new child for the steps that remain, so that an
-infinite loop or a crash costs only the step it happened in.
+infinite loop or a crash costs only the step it happened in. On Linux each child is a fork of a
+warm server that has imported torch and the lesson once (warm.py); elsewhere, or when no server
+can run, a fresh interpreter.
 """
 
 import functools
@@ -75,8 +77,9 @@ def _mount_script(workdir, hide=(), keep=(), proc=False):
     """The shell commands that, in a new mount namespace, replace the course folder, the folders in
     ``hide`` (a class's course folder, say) and the temporary folder (other students' grading
     jobs) by empty ones, except for ``workdir`` (the job's folder), the folders in ``keep`` (the
-    student package) and the Python environment, which are mounted back where they were. With
-    ``proc``, a /proc of the new PID namespace is mounted first (what ``unshare --mount-proc`` does)."""
+    student package) and the Python environment, which are mounted back where they were; then
+    make every folder but ``workdir`` and the empty temporary folder read-only. With ``proc``, a
+    /proc of the new PID namespace is mounted first (what ``unshare --mount-proc`` does)."""
     tmp, env = Path(workdir), Path(sys.prefix)
     hidden_tmp = Path(tempfile.gettempdir())
     hidden = []
@@ -109,13 +112,13 @@ def _mount_script(workdir, hide=(), keep=(), proc=False):
                   f"mount --rbind {q(str(stash / '.job'))} {q(str(tmp))}"]
     for i, folder in enumerate(kept):
         steps += [f"mkdir -p {q(str(folder))}", f"mount --rbind {q(str(tmp / f'.keep{i}'))} {q(str(folder))}"]
-    # Everything else read-only: the Python environment, the student package (one copy serves a
-    # warm server's every job), the home folder. Only the job's folder and the empty temporary
-    # folder take writes (and /proc, /dev, /sys, which are what they are). The processes' working
-    # folder, entered before these mounts, is the read-only one underneath: they enter it again. The root must succeed;
-    # a mount that refuses (a special file system) stays as it was.
+    # A /dev/shm of its own: the machine's is shared by every process on it. Then everything else
+    # read-only: the Python environment, the student package (one copy serves every job of a warm
+    # server), the home folder. Only the job's folder and the empty temporary folder take writes
+    # (and /proc, /dev, /sys, which are what they are). The root must succeed; a mount that refuses
+    # (a special file system) stays as it was. A process's working folder, entered before these
+    # mounts, is the read-only one underneath: the job enters its folder again.
     writable = " | ".join(q(str(path)) for path in (tmp, hidden_tmp))
-    # A /dev/shm of its own: the machine's is shared by every process on it.
     steps += ["if [ -d /dev/shm ]; then mount -t tmpfs -o mode=1777,size=256m none /dev/shm; fi",
               "mount -o remount,bind,ro /",
               "for m in $(awk '$5 != \"/\" {print $5}' /proc/self/mountinfo); do case \"$m\" in /proc | /proc/* | /dev | "
