@@ -122,3 +122,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
     cheat = load(Bug("scaled_dot_product_attention", "calls the library", source))
     with pytest.raises(CheckFailed, match="already does what this exercise asks"):
         check("scaled_dot_product_attention", cheat)
+
+
+def test_the_right_answer_that_lesson_06s_wrong_greedy_decodes_are_edited_from_passes():
+    from tests.bug_catalog import Bug, l06_full_model
+
+    bug = Bug("greedy_decode", "none: the base of the edits", l06_full_model._GREEDY)
+    check_hidden("greedy_decode", load(bug, l06_full_model.PRELUDE))

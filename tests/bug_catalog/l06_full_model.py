@@ -68,6 +68,42 @@ _GREEDY_HEAD = '''
 def greedy_decode(model, src, max_len, bos_id, eos_id, src_key_padding_mask=None):
 '''
 
+# A right greedy_decode, as a student writes it; most wrong ones are it with a few lines changed.
+_GREEDY = _GREEDY_HEAD + '''
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(src, src_key_padding_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
+            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+    model.train(was_training)
+    return ys
+'''
+
+
+def _greedy(*edits):
+    """_GREEDY with each (old, new) edit made once; an old text that isn't there is an error."""
+    source = _GREEDY
+    for before, after in edits:
+        assert source.count(before) == 1, before
+        source = source.replace(before, after)
+    return source
+
+
+def _without_no_grad(source):
+    """``source`` with the body of its ``with torch.no_grad():`` run as plain code."""
+    head, rest = source.split("    with torch.no_grad():\n")
+    body, tail = rest.split("    model.train(was_training)\n")
+    return head + "".join(line[4:] for line in body.splitlines(True)) + "    model.train(was_training)\n" + tail
+
+
 BUGS = [
     # ------------------------------------------------------------------ Transformer
     Bug("Transformer", "embeddings not scaled", _INIT + '''
@@ -307,183 +343,48 @@ def noam_lr(step, d_model, warmup):
     model.train(was_training)
     return ys
 ''', names="goes on producing tokens"),
-    Bug("greedy_decode", "leaves the model in eval mode", _GREEDY_HEAD + '''
-    model.eval()
-    with torch.no_grad():
-        memory = model.encode(src, src_key_padding_mask)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_len - 1):
-            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
-            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-    return ys
-''', names="restore it"),
-    Bug("greedy_decode", "drops bos from the output", _GREEDY_HEAD + '''
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        memory = model.encode(src, src_key_padding_mask)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_len - 1):
-            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
-            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-    model.train(was_training)
-    return ys[:, 1:]
-''', names="doesn't start with bos_id"),
-    Bug("greedy_decode", "reads the first position's logits", _GREEDY_HEAD + '''
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        memory = model.encode(src, src_key_padding_mask)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_len - 1):
-            logits = model.generator(model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask))
-            next_token = logits.argmax(dim=-1)[:, 0].masked_fill(finished, model.pad_id)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-    model.train(was_training)
-    return ys
-''', names="first position's logits"),
-    Bug("greedy_decode", "decodes with gradients on", _GREEDY_HEAD + '''
-    was_training = model.training
-    model.eval()
-    memory = model.encode(src, src_key_padding_mask)
-    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-    finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    for _ in range(max_len - 1):
-        hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
-        next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
-        ys = torch.cat([ys, next_token[:, None]], dim=1)
-        finished |= next_token == eos_id
-        if finished.all():
-            break
-    model.train(was_training)
-    return ys
-''', names="torch.no_grad()"),
-    Bug("greedy_decode", "never switches to eval mode", _GREEDY_HEAD + '''
-    with torch.no_grad():
-        memory = model.encode(src, src_key_padding_mask)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_len - 1):
-            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
-            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-    return ys
-''', names="training mode (dropout on)"),
-    Bug("greedy_decode", "forgets the memory padding mask", _GREEDY_HEAD + '''
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        memory = model.encode(src, src_key_padding_mask)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_len - 1):
-            next_token = model.generator(model.decode(ys, memory)[:, -1]).argmax(dim=-1)
-            next_token[finished] = model.pad_id
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-    model.train(was_training)
-    return ys
-''', names="memory_key_padding_mask"),
-    Bug("greedy_decode", "stops when the first row finishes", _GREEDY_HEAD + '''
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        memory = model.encode(src, src_key_padding_mask)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        for _ in range(max_len - 1):
-            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
-            next_token = model.generator(hidden[:, -1]).argmax(dim=-1)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            if (next_token == eos_id).any():
-                break
-    model.train(was_training)
-    return ys
-''', names="stops when the first row"),
-    Bug("greedy_decode", "runs the whole model every step", _GREEDY_HEAD + '''
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_len - 1):
-            logits = model(src, ys, src_key_padding_mask=src_key_padding_mask)
-            next_token = logits[:, -1].argmax(dim=-1).masked_fill(finished, model.pad_id)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-    model.train(was_training)
-    return ys
-''', names="encode the source once"),
-    Bug("greedy_decode", "pads with 0", _GREEDY_HEAD + '''
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        memory = model.encode(src, src_key_padding_mask)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_len - 1):
-            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
-            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, 0)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-    model.train(was_training)
-    return ys
-''', names="fill them with model.pad_id"),
-    Bug("greedy_decode", "infers the source padding mask", _GREEDY_HEAD + '''
-    if src_key_padding_mask is None:
-        src_key_padding_mask = src == model.pad_id
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        memory = model.encode(src, src_key_padding_mask)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_len - 1):
-            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
-            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-    model.train(was_training)
-    return ys
-''', names="masks are never inferred"),
-    Bug("greedy_decode", "switches the model to training mode at the end", _GREEDY_HEAD + '''
-    model.eval()
-    with torch.no_grad():
-        memory = model.encode(src, src_key_padding_mask)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        for _ in range(max_len - 1):
-            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)
-            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-    model.train()
-    return ys
-''', names="restore it"),
+    Bug("greedy_decode", "leaves the model in eval mode", _greedy(("    was_training = model.training\n", ""),
+                                                               ("    model.train(was_training)\n", "")),
+        names='restore it'),
+    Bug("greedy_decode", "drops bos from the output", _greedy(("    return ys\n", "    return ys[:, 1:]\n")),
+        names="doesn't start with bos_id"),
+    Bug("greedy_decode", "reads the first position's logits", _greedy(
+        ("            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)\n"
+         "            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)\n",
+         "            logits = model.generator(model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask))\n"
+         "            next_token = logits.argmax(dim=-1)[:, 0].masked_fill(finished, model.pad_id)\n")),
+        names="first position's logits"),
+    Bug("greedy_decode", "decodes with gradients on", _without_no_grad(_GREEDY), names="torch.no_grad()"),
+    Bug("greedy_decode", "never switches to eval mode", _greedy(("    was_training = model.training\n    model.eval()\n", ""),
+                                                             ("    model.train(was_training)\n", "")),
+        names='training mode (dropout on)'),
+    Bug("greedy_decode", "forgets the memory padding mask", _greedy(
+        ("            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)\n"
+         "            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)\n",
+         "            next_token = model.generator(model.decode(ys, memory)[:, -1]).argmax(dim=-1)\n"
+         "            next_token[finished] = model.pad_id\n")),
+        names='memory_key_padding_mask'),
+    Bug("greedy_decode", "stops when the first row finishes", _greedy(
+        ("        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)\n", ""),
+        (".argmax(dim=-1).masked_fill(finished, model.pad_id)\n", ".argmax(dim=-1)\n"),
+        ("            finished |= next_token == eos_id\n            if finished.all():\n",
+         "            if (next_token == eos_id).any():\n")),
+        names='stops when the first row'),
+    Bug("greedy_decode", "runs the whole model every step", _greedy(
+        ("        memory = model.encode(src, src_key_padding_mask)\n", ""),
+        ("            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)\n"
+         "            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)\n",
+         "            logits = model(src, ys, src_key_padding_mask=src_key_padding_mask)\n"
+         "            next_token = logits[:, -1].argmax(dim=-1).masked_fill(finished, model.pad_id)\n")),
+        names='encode the source once'),
+    Bug("greedy_decode", "pads with 0", _greedy((".masked_fill(finished, model.pad_id)", ".masked_fill(finished, 0)")),
+        names='fill them with model.pad_id'),
+    Bug("greedy_decode", "infers the source padding mask", _greedy(
+        ("    was_training = model.training\n", "    if src_key_padding_mask is None:\n"
+                                              "        src_key_padding_mask = src == model.pad_id\n"
+                                              "    was_training = model.training\n")),
+        names='masks are never inferred'),
+    Bug("greedy_decode", "switches the model to training mode at the end", _greedy(
+        ("    was_training = model.training\n", ""), ("    model.train(was_training)\n", "    model.train()\n")),
+        names='restore it'),
 ]
