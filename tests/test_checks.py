@@ -124,8 +124,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
         check("scaled_dot_product_attention", cheat)
 
 
-def test_the_right_answer_that_lesson_06s_wrong_greedy_decodes_are_edited_from_passes():
-    from tests.bug_catalog import Bug, l06_full_model
+@pytest.mark.parametrize("lesson, exercise, base", [("l06_full_model", "greedy_decode", "_GREEDY"),
+                                                     ("l08_modern_transformer", "apply_rotary", "_ROTARY"),
+                                                     ("l08_modern_transformer", "GroupedQueryAttention", "_GQA")])
+def test_the_right_answers_that_catalogued_bugs_are_edited_from_pass(lesson, exercise, base):
+    import importlib
 
-    bug = Bug("greedy_decode", "none: the base of the edits", l06_full_model._GREEDY)
-    check_hidden("greedy_decode", load(bug, l06_full_model.PRELUDE))
+    from tests.bug_catalog import Bug
+
+    module = importlib.import_module(f"tests.bug_catalog.{lesson}")
+    check_hidden(exercise, load(Bug(exercise, "none: the base of the edits", getattr(module, base)), module.PRELUDE))

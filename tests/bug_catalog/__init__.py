@@ -43,6 +43,15 @@ def load(bug, prelude=PRELUDE):
     return namespace[bug.exercise]
 
 
+def edited(source, *edits):
+    """``source`` with each (old, new) edit made: a wrong answer as a right one with a few lines
+    changed. An old text that isn't there exactly once is an error."""
+    for before, after in edits:
+        assert source.count(before) == 1, f"not exactly once in the source: {before!r}"
+        source = source.replace(before, after)
+    return source
+
+
 def all_bugs():
     bugs = []
     for lesson in LESSONS:

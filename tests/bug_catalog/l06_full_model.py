@@ -1,7 +1,7 @@
 """Wrong answers for lesson 06: Transformer, count_parameters, noam_lr and greedy_decode."""
 
 from . import PRELUDE as BASE_PRELUDE
-from . import Bug
+from . import Bug, edited
 
 # The earlier lessons' pieces, as the notebook (and the grader's sandbox) give them.
 PRELUDE = BASE_PRELUDE + '''
@@ -89,12 +89,7 @@ _GREEDY = _GREEDY_HEAD + '''
 
 
 def _greedy(*edits):
-    """_GREEDY with each (old, new) edit made once; an old text that isn't there is an error."""
-    source = _GREEDY
-    for before, after in edits:
-        assert source.count(before) == 1, before
-        source = source.replace(before, after)
-    return source
+    return edited(_GREEDY, *edits)
 
 
 def _without_no_grad(source):
