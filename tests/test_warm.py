@@ -101,3 +101,18 @@ def test_killing_the_grader_mid_job_leaves_no_process_behind(tmp_path):
         time.sleep(0.1)
     assert not left, "the warm server outlived the killed grader"
     assert not [folder for folder in folders if folder.exists()], "the warm server's folder outlived it"
+
+
+def test_a_server_runs_only_the_imports_of_the_setup_cell_it_is_given(tmp_path):
+    """The setup cell may come from a submission (a course without the lesson's notebook): the
+    server, which runs outside the sandbox, imports what it imports and runs nothing else of it."""
+    marker = tmp_path / "the setup cell ran in the server"
+    prelude = f"import math\nfrom pathlib import Path\nPath({str(marker)!r}).write_text('outside the sandbox')\n"
+    assert warm._imports_of(prelude) == "import math\nfrom pathlib import Path"
+    server = warm.WarmServer(LESSONS["01_self_attention"], prelude, sandbox._child_env)
+    try:
+        assert server.alive
+        assert not marker.exists()
+    finally:
+        server.close()
+    assert not server.root.exists(), "a closed server's folder is removed"

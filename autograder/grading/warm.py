@@ -3,8 +3,8 @@
 A fresh interpreter per job pays for ``import torch`` (1.4 s) and for the parts of torch the
 checks first touch (``torch._dynamo``, another 1.5 s) before it runs a single probe. A server,
 started by the grader with the student package of one lesson on its path, pays for them once:
-it imports the child's code, runs the lesson's setup cell (course code, never a student's) to
-import what the lesson imports, and waits. Each job is a fork of that process, which has run
+it imports the child's code and the modules the lesson's setup cell imports (the import
+statements alone: nothing else of the cell, which may come from a submission), and waits. Each job is a fork of that process, which has run
 no student's code, so no job can see another's state.
 
 The isolation is the cold child's (sandbox.py). The fork calls unshare(2) for new mount,
@@ -144,9 +144,23 @@ def _init(job):
         os._exit(70)
 
 
+def _imports_of(source):
+    """The top-level import statements of ``source`` (Python), as source; '' if it doesn't parse."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    return "\n".join(ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
 def _warm_up(prelude):
-    """Import what every job will: the child's code, the lesson's setup cell, and the parts of
-    torch that the first checks load (torch._dynamo, behind the meta device's first operations)."""
+    """Import what every job will: the child's code, the modules the lesson's setup cell imports,
+    and the parts of torch that the first checks load (torch._dynamo, behind the meta device's
+    first operations). Only the setup cell's imports run here, never the rest of it: the setup
+    cell may come from a submission (a course without the lesson's notebook), and nothing a
+    student wrote runs outside the sandbox."""
     import torch
     import torch._dynamo  # noqa: F401
 
@@ -154,7 +168,7 @@ def _warm_up(prelude):
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         try:
-            exec(compile(prelude, "<setup>", "exec"), {"__name__": "__warm_up__"})
+            exec(compile(_imports_of(prelude), "<setup imports>", "exec"), {"__name__": "__warm_up__"})
         except BaseException:  # each job runs the setup cell again, and reports what it raises
             pass
     for device in ("cpu", "meta"):
