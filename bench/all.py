@@ -1,6 +1,6 @@
 """Every benchmark of the course, then one table of every figure (`make bench`).
 
-    python -m bench.all                              everything (about 20 minutes on 2 idle cores)
+    python -m bench.all                              everything (22 minutes on 2 cores)
     python -m bench.all --quick                      1 grading run, 1 training seed, 7 rounds per ratio, a class of 20
     python -m bench.all --only nn                    one section (or several: --only nbval grade)
     python -m bench.all --only nn --threads 2 --rounds 41
