@@ -2,6 +2,7 @@
 and nothing they start outlives them, even when the grader itself is killed mid-job."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,8 +90,10 @@ def test_killing_the_grader_mid_job_leaves_no_process_behind(tmp_path):
         servers = _processes(lambda p: f"{warm.PARENT_VARIABLE}={grader.pid}".encode() in (p / "environ").read_bytes())
         assert servers, "the grader started no warm server"
         # The server's working folder is its own; its forks' (which share its environment) are the job's.
-        folders = {Path(os.readlink(f"/proc/{pid}/cwd")) for pid in servers} - {Path("/")}
-        folders = [folder for folder in folders if folder.name.startswith("autograder-warm-")]
+        every_folder = {Path(os.readlink(f"/proc/{pid}/cwd")) for pid in servers} - {Path("/")}
+        folders = [folder for folder in every_folder if folder.name.startswith("autograder-warm-")]
+        # The killed grader's own temporary folder (the job's parent) is left behind: removed below.
+        runs = {folder.parent for folder in every_folder if folder.name.startswith("job")}
         assert folders, "no server works in a folder of its own"
     finally:
         grader.send_signal(signal.SIGKILL)
@@ -101,6 +104,8 @@ def test_killing_the_grader_mid_job_leaves_no_process_behind(tmp_path):
         time.sleep(0.1)
     assert not left, "the warm server outlived the killed grader"
     assert not [folder for folder in folders if folder.exists()], "the warm server's folder outlived it"
+    for run in runs:
+        shutil.rmtree(run, ignore_errors=True)
 
 
 def test_a_server_runs_only_the_imports_of_the_setup_cell_it_is_given(tmp_path):
