@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 from autograder.curriculum import LESSONS  # noqa: E402
 from autograder.lessons import lessons_with_sources  # noqa: E402
 from bench.grading import KINDS, make_class  # noqa: E402
+from bench.notebooks import scripts_env  # noqa: E402
 from bench.report import Row, load_text, quicken_defaults, summary, table  # noqa: E402
 
 GOAL_SECONDS = 600  # 100 students x every lesson on two cores
@@ -52,8 +53,7 @@ def autograde(root, students=None, warm=True):
     command = [sys.executable, "-m", "autograder", "autograde"]
     for student in students or ():
         command += ["--student", student]
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-               AUTOGRADER_WARM="1" if warm else "0")
+    env = dict(scripts_env(), AUTOGRADER_WARM="1" if warm else "0")
     start = time.perf_counter()
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start

@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from autograder.curriculum import LESSONS  # noqa: E402
 from autograder.lessons import lessons_with_sources, source_notebook  # noqa: E402
+from bench.notebooks import scripts_env  # noqa: E402
 from tests.bug_catalog import all_bugs  # noqa: E402
 
 KINDS = ("correct", "stub", "buggy", "hostile")
@@ -58,10 +59,8 @@ def submission(release, source, lesson, kind, index):
     return nb
 
 
-def run(args, cwd, **env_vars):
-    # nbgrader runs alembic by name: this Python's scripts come first on PATH.
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-               **env_vars)
+def run(args, cwd):
+    env = scripts_env()
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=24 * 3600)

@@ -37,15 +37,16 @@ def solution_notebooks(root=REPO):
                   if path.stem == path.parent.name)
 
 
-def _env():
-    """This Python's scripts first on PATH (nbgrader runs alembic by name; nbval starts a kernel)."""
+def scripts_env():
+    """The environment with this Python's scripts first on PATH (nbgrader runs alembic by name; nbval
+    starts a kernel)."""
     return dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
 
 
 def _timed(command, timeout):
     start = time.perf_counter()
     try:
-        done = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, cwd=REPO, env=scripts_env(), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return time.perf_counter() - start, None
     return time.perf_counter() - start, done

@@ -212,8 +212,6 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
     if warm.warm_available() if use_warm is None else use_warm:
         server = warm.server_for(lesson, prelude, _child_env, startup_timeout)
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
-        if server is None:
-            write_student_package(lesson, Path(tmp) / "package")
         attempts = iter(range(10**6))
 
         def launch(jobdir, job, remaining, callee_spec):
@@ -229,10 +227,12 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
                 except warm.ServerGone:
                     warm.discard(server)
                     server = None
-                    write_student_package(lesson, Path(tmp) / "package")
+            package = Path(tmp) / "package"
+            if not package.exists():  # the first fresh interpreter of this run writes it
+                write_student_package(lesson, package)
             torch.save({**job, "exercises": [{"name": n, "probes": p, "callees": callee_spec}
                                              for n, p in remaining.items()]}, jobdir / "job.pt")
-            return _cold_child(jobdir, Path(tmp) / "package", outcome.isolated, hide)
+            return _ColdChild(jobdir, package, outcome.isolated, hide)
 
         def run_children(remaining, callee_spec=None):
             for _ in range(len(cells) + len(remaining) + 1):
@@ -307,9 +307,6 @@ class _ColdChild:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
-
-
-_cold_child = _ColdChild
 
 
 def _supervise(jobdir, launch, step_timeout, startup_timeout):

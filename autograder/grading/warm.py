@@ -240,13 +240,13 @@ class ServerGone(Exception):
 class WarmServer:
     """One server: its folder (with the lesson's student package) and its pipes."""
 
-    def __init__(self, lesson, prelude, env, timeout=60.0):
+    def __init__(self, lesson, prelude, child_env, timeout=60.0):
         from ..release import write_student_package
 
         self.root = Path(tempfile.mkdtemp(prefix="autograder-warm-"))
         self.package = self.root / "package"
         write_student_package(lesson, self.package)
-        env = dict(env(self.package), **{PARENT_VARIABLE: str(os.getpid())})
+        env = dict(child_env(self.package), **{PARENT_VARIABLE: str(os.getpid())})
         with open(self.root / "server.log", "wb") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "autograder.grading.warm"], cwd=self.root, env=env,
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
@@ -360,7 +360,7 @@ _SERVERS = {}
 MAX_SERVERS = 3
 
 
-def server_for(lesson, prelude, env, timeout=60.0):
+def server_for(lesson, prelude, child_env, timeout=60.0):
     """A warm server for ``lesson`` (started now if none is alive), or None where one can't run."""
     key = (lesson.name, prelude)
     server = _SERVERS.get(key)
@@ -371,11 +371,9 @@ def server_for(lesson, prelude, env, timeout=60.0):
         while len(_SERVERS) >= MAX_SERVERS:
             _SERVERS.pop(next(iter(_SERVERS))).close()
         try:
-            server = WarmServer(lesson, prelude, env, timeout)
+            server = WarmServer(lesson, prelude, child_env, timeout)
         except (ServerGone, OSError):
             return None
-        if not _SERVERS:
-            atexit.register(close_all)
     _SERVERS[key] = _SERVERS.pop(key, server)  # the most recently used last
     return server
 
@@ -387,6 +385,7 @@ def discard(server):
     server.close()
 
 
+@atexit.register
 def close_all():
     while _SERVERS:
         _SERVERS.popitem()[1].close()
