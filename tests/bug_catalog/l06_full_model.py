@@ -340,7 +340,7 @@ def noam_lr(step, d_model, warmup):
 ''', names="goes on producing tokens"),
     Bug("greedy_decode", "leaves the model in eval mode", _greedy(("    was_training = model.training\n", ""),
                                                                ("    model.train(was_training)\n", "")),
-        names='restore it'),
+        names="restore it"),
     Bug("greedy_decode", "drops bos from the output", _greedy(("    return ys\n", "    return ys[:, 1:]\n")),
         names="doesn't start with bos_id"),
     Bug("greedy_decode", "reads the first position's logits", _greedy(
@@ -352,34 +352,34 @@ def noam_lr(step, d_model, warmup):
     Bug("greedy_decode", "decodes with gradients on", _without_no_grad(_GREEDY), names="torch.no_grad()"),
     Bug("greedy_decode", "never switches to eval mode", _greedy(("    was_training = model.training\n    model.eval()\n", ""),
                                                              ("    model.train(was_training)\n", "")),
-        names='training mode (dropout on)'),
+        names="training mode (dropout on)"),
     Bug("greedy_decode", "forgets the memory padding mask", _greedy(
         ("            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)\n"
          "            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)\n",
          "            next_token = model.generator(model.decode(ys, memory)[:, -1]).argmax(dim=-1)\n"
          "            next_token[finished] = model.pad_id\n")),
-        names='memory_key_padding_mask'),
+        names="memory_key_padding_mask"),
     Bug("greedy_decode", "stops when the first row finishes", _greedy(
         ("        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)\n", ""),
         (".argmax(dim=-1).masked_fill(finished, model.pad_id)\n", ".argmax(dim=-1)\n"),
         ("            finished |= next_token == eos_id\n            if finished.all():\n",
          "            if (next_token == eos_id).any():\n")),
-        names='stops when the first row'),
+        names="stops when the first row"),
     Bug("greedy_decode", "runs the whole model every step", _greedy(
         ("        memory = model.encode(src, src_key_padding_mask)\n", ""),
         ("            hidden = model.decode(ys, memory, memory_key_padding_mask=src_key_padding_mask)\n"
          "            next_token = model.generator(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)\n",
          "            logits = model(src, ys, src_key_padding_mask=src_key_padding_mask)\n"
          "            next_token = logits[:, -1].argmax(dim=-1).masked_fill(finished, model.pad_id)\n")),
-        names='encode the source once'),
+        names="encode the source once"),
     Bug("greedy_decode", "pads with 0", _greedy((".masked_fill(finished, model.pad_id)", ".masked_fill(finished, 0)")),
-        names='fill them with model.pad_id'),
+        names="fill them with model.pad_id"),
     Bug("greedy_decode", "infers the source padding mask", _greedy(
         ("    was_training = model.training\n", "    if src_key_padding_mask is None:\n"
                                               "        src_key_padding_mask = src == model.pad_id\n"
                                               "    was_training = model.training\n")),
-        names='masks are never inferred'),
+        names="masks are never inferred"),
     Bug("greedy_decode", "switches the model to training mode at the end", _greedy(
         ("    was_training = model.training\n", ""), ("    model.train(was_training)\n", "    model.train()\n")),
-        names='restore it'),
+        names="restore it"),
 ]

@@ -172,47 +172,47 @@ BUGS = [
         return self.w_down(F.silu(self.w_gate(x)) * F.silu(self.w_up(x)))
 ''', names="both branches"),
     # ------------------------------------------------------------------ apply_rotary
-    Bug('apply_rotary', 'rotates halves (i, i + D/2)', edited(_ROTARY, (
+    Bug("apply_rotary", "rotates halves (i, i + D/2)", edited(_ROTARY, (
         "    even, odd = x[..., 0::2], x[..., 1::2]\n"
         "    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)\n",
         "    x1, x2 = x[..., : D // 2], x[..., D // 2:]\n"
         "    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)\n")),
-        names='two halves'),
-    Bug('apply_rotary', 'exponent i/D', edited(_ROTARY, (
+        names="two halves"),
+    Bug("apply_rotary", "exponent i/D", edited(_ROTARY, (
         "    freqs = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)\n",
         "    freqs = 1.0 / base ** (torch.arange(D // 2, device=x.device, dtype=torch.float64) / D)\n")),
-        names='exponent is i/D'),
-    Bug('apply_rotary', 'rotates the wrong way', edited(_ROTARY, ("[even * cos - odd * sin, even * sin + odd * cos]",
+        names="exponent is i/D"),
+    Bug("apply_rotary", "rotates the wrong way", edited(_ROTARY, ("[even * cos - odd * sin, even * sin + odd * cos]",
                                                            "[even * cos + odd * sin, odd * cos - even * sin]")),
-        names='wrong way'),
-    Bug('apply_rotary', 'ignores positions', edited(_ROTARY, (
+        names="wrong way"),
+    Bug("apply_rotary", "ignores positions", edited(_ROTARY, (
         "    if positions is None:\n        positions = torch.arange(T, device=x.device)\n",
         "    pos = torch.arange(T, device=x.device, dtype=torch.float64)\n"),
         ("    angles = positions.to(torch.float64)[:, None] * freqs\n", "    angles = pos[:, None] * freqs\n")),
-        names='positions are ignored'),
-    Bug('apply_rotary', 'default positions from 1', edited(_ROTARY, ("torch.arange(T, device=x.device)",
+        names="positions are ignored"),
+    Bug("apply_rotary", "default positions from 1", edited(_ROTARY, ("torch.arange(T, device=x.device)",
                                                               "torch.arange(1, T + 1, device=x.device)")),
-        names='positions start at 1'),
-    Bug('apply_rotary', 'no ValueError for an odd D', edited(_ROTARY, (
+        names="positions start at 1"),
+    Bug("apply_rotary", "no ValueError for an odd D", edited(_ROTARY, (
         "    if D % 2:\n        raise ValueError(f\"D must be even, got {D}\")\n", "")),
-        names='must raise a ValueError'),
-    Bug('apply_rotary', 'unpacks (B, T, D)', edited(_ROTARY, ("    T, D = x.shape[-2:]\n", "    B, T, D = x.shape\n")),
-        names='any number of leading axes'),
-    Bug('apply_rotary', 'positions made on the CPU', edited(_ROTARY, ("torch.arange(T, device=x.device)", "torch.arange(T)"),
+        names="must raise a ValueError"),
+    Bug("apply_rotary", "unpacks (B, T, D)", edited(_ROTARY, ("    T, D = x.shape[-2:]\n", "    B, T, D = x.shape\n")),
+        names="any number of leading axes"),
+    Bug("apply_rotary", "positions made on the CPU", edited(_ROTARY, ("torch.arange(T, device=x.device)", "torch.arange(T)"),
                                                                ("torch.arange(0, D, 2, device=x.device, ", "torch.arange(0, D, 2, ")),
-        names='meta device'),
+        names="meta device"),
     # ------------------------------------------------------------------ GroupedQueryAttention
-    Bug('GroupedQueryAttention', 'repeat instead of repeat_interleave', edited(_GQA, (
+    Bug("GroupedQueryAttention", "repeat instead of repeat_interleave", edited(_GQA, (
         "        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)\n",
         "        k = k.repeat(1, group, 1, 1)\n        v = v.repeat(1, group, 1, 1)\n")),
-        names='wrong order'),
-    Bug('GroupedQueryAttention', 'rotates the values', edited(_GQA, (
+        names="wrong order"),
+    Bug("GroupedQueryAttention", "rotates the values", edited(_GQA, (
         "            q, k = apply_rotary(q, positions), apply_rotary(k, positions)\n",
         "            q, k, v = apply_rotary(q, positions), apply_rotary(k, positions), apply_rotary(v, positions)\n")),
-        names='values are rotated'),
-    Bug('GroupedQueryAttention', 'positions not passed on', edited(_GQA, ("q, k = apply_rotary(q, positions), apply_rotary(k, positions)",
+        names="values are rotated"),
+    Bug("GroupedQueryAttention", "positions not passed on", edited(_GQA, ("q, k = apply_rotary(q, positions), apply_rotary(k, positions)",
                                                                      "q, k = apply_rotary(q), apply_rotary(k)")),
-        names='positions are not passed on'),
+        names="positions are not passed on"),
     Bug("GroupedQueryAttention", "never rotates", _GQA_INIT + '''
     def forward(self, x, attn_mask=None, positions=None):
         q = split_heads(self.q_proj(x), self.num_heads)
@@ -221,9 +221,9 @@ BUGS = [
         out, weights = scaled_dot_product_attention(q, k, v, attn_mask)
         return self.out_proj(merge_heads(out)), weights
 ''', names="not rotated"),
-    Bug('GroupedQueryAttention', 'forgets the mask', edited(_GQA, ("scaled_dot_product_attention(q, k, v, attn_mask)",
+    Bug("GroupedQueryAttention", "forgets the mask", edited(_GQA, ("scaled_dot_product_attention(q, k, v, attn_mask)",
                                                               "scaled_dot_product_attention(q, k, v)")),
-        names='attn_mask is not passed on'),
+        names="attn_mask is not passed on"),
     Bug("GroupedQueryAttention", "rotates before splitting the heads", _GQA_INIT + '''
     def forward(self, x, attn_mask=None, positions=None):
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, C), (B, T, H_kv * D) x 2
