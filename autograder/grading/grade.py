@@ -31,6 +31,7 @@ class NotebookGrade:
     lesson: str
     path: str
     exercises: dict  # name -> ExerciseGrade
+    isolation: str = ""  # the sandbox's isolation the student code ran in (sandbox.Isolation.description)
 
     @property
     def score(self):
@@ -143,7 +144,8 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
                                               f"first (the grader checks {exercise.name} with a correct {callee}).")
     for name, count in duplicate_answer_cells(notebook, lesson).items():
         grades[name].messages.insert(0, f"{count} cells have grade_id {name}: only the first one is graded")
-    return NotebookGrade(lesson.name, str(path), {e.name: grades[e.name] for e in lesson.exercises})
+    return NotebookGrade(lesson.name, str(path), {e.name: grades[e.name] for e in lesson.exercises},
+                         outcome.isolation.description)
 
 
 __all__ = ["grade", "NotebookGrade", "ExerciseGrade", "SubmissionError", "Report"]

@@ -32,12 +32,31 @@ MEMORY_LIMIT_BYTES = 8 * 2**30
 OUTPUT_LIMIT_BYTES = 64 * 2**20  # largest file the child may write (its stdout included)
 
 
+@dataclass(frozen=True)
+class Isolation:
+    """What the sandbox could give student code on this machine. ``level``: "full" (an unprivileged
+    uid in its own namespaces, no capabilities, a seccomp filter), "user" (only a separate,
+    unprivileged uid that cannot read the course) or "none" (student code runs as the grader's
+    own user, beside the course); ``description`` says it in a sentence for grade reports."""
+
+    level: str
+    description: str
+
+
+def isolation():
+    """The isolation that jobs get here (computed once)."""
+    if isolation_available():
+        return Isolation("full", "full: own mount, network and PID namespaces")
+    return Isolation("none", "none: student code runs as the grader's user, beside the course")
+
+
 @dataclass
 class SandboxOutcome:
     cell_errors: dict = field(default_factory=dict)  # cell name -> error description
     results: dict = field(default_factory=dict)  # exercise -> list of runner results, or None if undefined
     failures: dict = field(default_factory=dict)  # step ("cell X" / "exercise Y") -> why it didn't finish
     isolated: bool = False  # whether the children ran without the course's files and the network
+    isolation: Isolation = None  # what the children got (isolation())
 
 
 def _limit_resources():
@@ -206,6 +225,7 @@ def run(lesson, prelude, cells, exercises, step_timeout=60.0, startup_timeout=60
     """
     outcome = SandboxOutcome()
     outcome.isolated = isolation_available() if isolate is None else isolate
+    outcome.isolation = isolation() if outcome.isolated else Isolation("none", "none: isolation switched off")
     callees = {name: spec for name, spec in (callees or {}).items() if name in exercises and spec.get("names")}
     skipped_cells = set()
     server = None
