@@ -346,3 +346,23 @@ def test_the_seccomp_filter_names_only_calls_this_machine_has():
     rules = confine.seccomp_filter()
     assert rules is not None
     assert "mount" in confine.REFUSED_SYSCALLS and "ptrace" in confine.REFUSED_SYSCALLS
+
+
+# ----------------------------------------------------------------------------- what the instructor is shown
+def test_the_integrity_table_shows_each_way_past_the_guards():
+    from autograder.grading.integrity import tampering
+
+    hatches = {
+        "import ctypes": "ctypes",
+        "kernel = torch._C._nn.scaled_dot_product_attention": "torch._C",
+        "from torch.utils._python_dispatch import _disable_current_modes": "torch.utils._python_dispatch",
+        "op = getattr(torch.ops.aten, name)": "torch.ops",
+        "import importlib": "importlib",
+        "sys.modules['autograder.checks.runner']._counting = None": "sys.modules",
+        "f.__code__ = g.__code__": "__code__",
+        "import gc": "gc",
+    }
+    for line, hatch in hatches.items():
+        assert (1, f"reaches past the grader's guards: {hatch}") in tampering(line), line
+    honest = "def forward(self, x):\n    act = getattr(F, self.activation)\n    return self.linear2(act(self.linear1(x)))\n"
+    assert tampering(honest) == []
