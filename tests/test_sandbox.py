@@ -364,3 +364,18 @@ def test_the_integrity_table_shows_each_way_past_the_guards():
         assert (1, f"reaches past the grader's guards: {hatch}") in tampering(line), line
     honest = "def forward(self, x):\n    act = getattr(F, self.activation)\n    return self.linear2(act(self.linear1(x)))\n"
     assert tampering(honest) == []
+
+
+@needs_sandbox
+def test_a_decompression_bomb_left_by_a_job_never_inflates_in_the_grader(tmp_path):
+    """The grader's own peak memory stays far below the 1 GiB the forged record inflates to."""
+    from tests.adversarial.privilege import forges_a_decompression_bomb_as_its_cell_record as bomb
+
+    cell = bomb(None)
+    path = write(lesson_notebook([answer(cell, SDPA)]), tmp_path / "01_self_attention.ipynb")
+    measure = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    run = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "autograder", "grade", str(path)],
+                         cwd=REPO, capture_output=True, text=True, timeout=600)
+    peak_kib = int(run.stdout.split()[-1])
+    assert peak_kib < 900 * 1024, f"the grader peaked at {peak_kib / 1024:.0f} MiB"

@@ -10,6 +10,7 @@ elsewhere, or when no server can run, a fresh interpreter. What comes back is re
 """
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -76,7 +77,9 @@ def child_env(package_dir, level="none"):
 
 
 def make_job_folder(path, level):
-    """The folder of one job, which only the job's uid (and the grader) may use."""
+    """The folder of one job, which only the job's uid (and the grader) may use. Its name ends in a random
+    part: at the ``user`` level, where jobs share a uid and a file system, no job can guess another's."""
+    path = path.with_name(f"{path.name}-{secrets.token_hex(8)}")
     path.mkdir(mode=0o700)
     if level in ("full", "user") and os.geteuid() == 0:
         uid, gid = jail.job_ids()

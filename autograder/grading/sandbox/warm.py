@@ -326,7 +326,7 @@ class WarmServer:
         self.package = self.root / "package"
         write_student_package(lesson, self.package)
         self.jobs = self.root / "jobs"
-        self.jobs.mkdir(mode=0o755)
+        self.jobs.mkdir(mode=0o711)  # entered, never listed, by the jobs' uid
         self.level = level
         env = dict(child_env(self.package, level), **{LEVEL_VARIABLE: level,
                                                        IDS_VARIABLE: ":".join(map(str, jail.job_ids()))})
