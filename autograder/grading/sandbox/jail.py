@@ -187,6 +187,11 @@ def _readable_by_others(path):
     return bool(path.stat().st_mode & stat.S_IROTH)
 
 
+def _reachable_by_others(program):
+    """Whether a user who is neither owner nor group can run ``program`` (every folder above it entered)."""
+    return all(folder.stat().st_mode & stat.S_IXOTH for folder in [program, *program.parents])
+
+
 def close_course(course):
     """At the ``user`` level: make the course folder unreadable to the sandbox's uid (root owns it and
     keeps reading it). Refused (False) when Python itself lives inside it, which would lock the
@@ -224,7 +229,10 @@ def isolation(course=None):
     uid, _ = job_ids()
     if works:
         return Isolation("full", f"full: bubblewrap namespaces, uid {uid}, no capabilities, seccomp")
-    if os.geteuid() == 0 and sys.platform.startswith("linux"):
+    python = Path(sys.executable).resolve()
+    if os.geteuid() == 0 and sys.platform.startswith("linux") and not _reachable_by_others(python):
+        why_not += f"; and uid {uid} cannot run {python}"
+    elif os.geteuid() == 0 and sys.platform.startswith("linux"):
         from ...release import REPO
 
         closed = close_course(course or REPO)
