@@ -145,6 +145,9 @@ def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
     for hint, mistaken in () if meta else mistakes:
         if mistaken.get("ok") and _matches(got["outputs"], mistaken["outputs"], tolerance):
             return hint
+    recorded = _record_hint(probe, got, expected)
+    if recorded:
+        return recorded
     if not _same_shapes(got["outputs"], expected["outputs"]):
         return None  # the shape message says it better than any property could
     if meta and got.get("devices") != expected.get("devices"):
@@ -300,17 +303,30 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
     if len(got_fixtures) != len(expected_fixtures):
         results.append((f"{where} the record of the model it was given is missing: the results were not written by "
                         "the grader", None))
-    records = probe.get("records")  # the records this probe's requirement is about (None: every one)
     for g, e in zip(got_fixtures, expected_fixtures):
-        for key, value in e.items():
-            if records is not None and key not in records:
-                continue
-            if g.get(key) != value:
-                # How the code used the model given to it: the hint names the mistake.
-                hint = property_checks.FIXTURE_HINTS.get(key)
-                message = hint or f"the model's {key} is {g.get(key)}, expected {value}"
-                results.append((f"{where} {message}", hint))
+        # The mode the model is left in is its state now, not a record of the call: only restoring it shows it.
+        if "training" in e and _wanted(probe, "training") and g.get("training") != e["training"]:
+            hint = property_checks.FIXTURE_HINTS["training"]
+            results.append((f"{where} {hint}", hint))
     return results
+
+
+def _wanted(probe, key):
+    records = probe.get("records")  # the records this probe's requirement is about (None: every one)
+    return records is None or key in records
+
+
+def _record_hint(probe, got, expected):
+    """The likely mistake that the model's record of how it was used names, for a probe whose values
+    already failed. The stand-in's record is written in the student's process: it may word the
+    diagnosis, never decide a check (the stand-in's values do that)."""
+    for g, e in zip(got.get("fixtures") or [], expected.get("fixtures") or []):
+        if not isinstance(g, dict):
+            continue
+        for key, value in e.items():
+            if key != "training" and _wanted(probe, key) and g.get(key) != value:
+                return property_checks.FIXTURE_HINTS.get(key)
+    return None
 
 
 def _compare_cost(probe, got):

@@ -74,15 +74,25 @@ class ScriptedModel(nn.Module):
 
     logits[b, t] scores the token after position t of row b; the model ignores what the
     decoder has produced so far except for its length, so the expected output is known.
-    ``calls`` records how it was used: encode and decode calls, whether gradients were on or
-    the model was in training mode during a decode call, and the padding masks it was given.
+
+    Its values show how it was used, for what ``reveals`` names (a probe names what its requirement
+    is about, so that one mistake costs one requirement): "calls" (the source encoded once, before
+    the first decode; decode call k given k tokens), "mode" (no gradients, eval mode while decoding)
+    and "masks" (encode given ``src_key_padding_mask`` as the probe gave it, decode given it as
+    memory_key_padding_mask; None where the probe gave none). A decode made otherwise reads the table
+    with its vocabulary rolled (by 1 or 2, one per way, summed), so that the tokens a wrong use
+    returns differ from the reference's: the tokens decide, not a record. ``calls`` records how the
+    model was used, for the diagnosis's words only.
     """
 
-    def __init__(self, logits, pad_id, d_model=4):
+    def __init__(self, logits, pad_id, d_model=4, src_key_padding_mask=None, reveals=()):
         super().__init__()
         self.pad_id = pad_id
         self.register_buffer("logits", logits)  # (B, max_len, V)
         self.generator = nn.Identity()
+        self.reveals = tuple(reveals)
+        self._expected_mask = _recorded(src_key_padding_mask)
+        self._encodes, self._decodes, self._encoded_mask = 0, 0, None
         self.calls = {"encode": 0, "decode": 0, "grad_enabled": False, "decoded_in_training_mode": False,
                       "src_key_padding_mask": None, "memory_key_padding_mask": None}
 
@@ -91,17 +101,31 @@ class ScriptedModel(nn.Module):
         return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask))
 
     def encode(self, src, src_key_padding_mask=None):
+        self._encodes += 1
+        self._encoded_mask = _recorded(src_key_padding_mask)
         self.calls["encode"] += 1
-        self.calls["src_key_padding_mask"] = _recorded(src_key_padding_mask)
+        self.calls["src_key_padding_mask"] = self._encoded_mask
         return torch.zeros(src.size(0), src.size(1), 4, device=src.device)  # (B, S, 4)
 
+    def _roll(self, tgt, memory_key_padding_mask):
+        """How far to roll the vocabulary: 0 for a decode made as the lesson says."""
+        ways = {
+            "calls": (self._encodes != 1, tgt.size(1) != self._decodes),
+            "mode": (torch.is_grad_enabled(), self.training),
+            "masks": (self._encoded_mask != self._expected_mask,
+                      _recorded(memory_key_padding_mask) != self._expected_mask),
+        }
+        return sum(shift for group in self.reveals for shift, wrong in zip((1, 2), ways[group]) if wrong)
+
     def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        self._decodes += 1
         self.calls["decode"] += 1
         self.calls["grad_enabled"] |= torch.is_grad_enabled()
         self.calls["decoded_in_training_mode"] |= self.training
         self.calls["memory_key_padding_mask"] = _recorded(memory_key_padding_mask)
         T = tgt.size(1)
-        return self.logits[: tgt.size(0), :T].to(tgt.device)  # (B, T, V): generator is the identity
+        table = self.logits[: tgt.size(0), :T].roll(self._roll(tgt, memory_key_padding_mask), dims=-1)
+        return table.to(tgt.device)  # (B, T, V): generator is the identity
 
 
 class SharedWeightsModel(nn.Module):
@@ -121,21 +145,31 @@ class TinyLM(nn.Module):
     """A stand-in language model for generate and perplexity: float64, deterministic, with a cache.
 
     The logits after position t are a fixed function of the tokens 0..t and their positions (a
-    running mean of one feature vector per token, through a head), so ``forward(ids)`` and
-    ``forward_cached(ids_new, cache)`` give the same logits, as the lesson's DecoderOnlyLM does.
-    ``cache`` holds one (key, value) pair per layer of ``layers``, each (B, 1, S, d): S is its length.
-    A position past ``max_len`` raises IndexError (no table entry), so only generate's own check
-    raises ValueError. ``calls`` records how the model was used: each call ("forward T" or
-    "cached S_past+T_new"), and whether gradients were on or the model was in training mode.
+    running mean of one feature vector per token, through a head), as the lesson's DecoderOnlyLM
+    gives them. ``cache`` holds one (key, value) pair per layer of ``layers``, each (B, 1, S, d): S
+    is its length. A position past ``max_len`` raises IndexError (no table entry), so only
+    generate's own check raises ValueError.
+
+    Its values show how it was used, for what ``reveals`` names (a probe names what its requirement
+    is about, so that one mistake costs one requirement): with "calls", ``forward(ids)``, a
+    ``forward_cached`` on an empty cache and one on a filled cache each read their own head, so the
+    tokens generated show which calls made them; with "mode", logits computed with gradients on, or
+    in training mode, have their vocabulary rolled (by 1, by 2), so a perplexity or the tokens
+    computed so differ from the reference's. The values decide; ``calls`` records each call
+    ("forward T" or "cached S_past+T_new"), gradients and mode, for the diagnosis's words only.
     """
 
-    def __init__(self, vocab_size, max_len, seed=0, num_layers=2, d=6):
+    def __init__(self, vocab_size, max_len, seed=0, num_layers=2, d=6, reveals=()):
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
         self.max_len = max_len
+        self.reveals = tuple(reveals)
         self.embed = nn.Parameter(torch.randn(vocab_size, d, generator=generator, dtype=torch.float64))
         self.pos = nn.Parameter(torch.randn(max_len, d, generator=generator, dtype=torch.float64))
         self.head = nn.Parameter(torch.randn(d, vocab_size, generator=generator, dtype=torch.float64) * 2)
+        # The heads of the two kinds of cached call: buffers, drawn after the parameters (which keep their values).
+        for name in ("cached_first_head", "cached_next_head"):
+            self.register_buffer(name, torch.randn(d, vocab_size, generator=generator, dtype=torch.float64) * 2)
         self.layers = nn.ModuleList(nn.Identity() for _ in range(num_layers))
         self.calls = {"lm_calls": [], "lm_grad_enabled": False, "lm_ran_in_training_mode": False}
 
@@ -149,14 +183,19 @@ class TinyLM(nn.Module):
             raise IndexError(f"position {start + ids.size(1) - 1} is out of range: the model has max_len={self.max_len}")
         return torch.tanh(self.embed[ids] + self.pos[start : start + ids.size(1)])  # (B, T, d)
 
-    def _logits(self, features, T_new):
+    def _logits(self, features, T_new, head):
         S = features.size(1)
         counts = torch.arange(1, S + 1, dtype=features.dtype, device=features.device)  # (S,)
-        return (features.cumsum(dim=1) / counts[:, None])[:, S - T_new:] @ self.head  # (B, T_new, V)
+        if "calls" not in self.reveals:
+            head = self.head
+        logits = (features.cumsum(dim=1) / counts[:, None])[:, S - T_new:] @ head  # (B, T_new, V)
+        if "mode" in self.reveals:
+            logits = logits.roll(int(torch.is_grad_enabled()) + 2 * int(self.training), dims=-1)
+        return logits
 
     def forward(self, ids, key_padding_mask=None):
         self._record(f"forward {ids.size(1)}")
-        return self._logits(self._features(ids, 0), ids.size(1))
+        return self._logits(self._features(ids, 0), ids.size(1), self.head)
 
     def forward_cached(self, ids_new, cache):
         past = 0 if cache[0] is None else cache[0][0].size(2)
@@ -166,7 +205,7 @@ class TinyLM(nn.Module):
             features = torch.cat([cache[0][0][:, 0], features], dim=1)  # (B, S, d)
         for i in range(len(cache)):
             cache[i] = (features[:, None], features[:, None])  # (B, 1, S, d) each
-        return self._logits(features, ids_new.size(1))
+        return self._logits(features, ids_new.size(1), self.cached_next_head if past else self.cached_first_head)
 
 
 class AttentionProjections(nn.Module):

@@ -11,10 +11,13 @@ layers) with the reference's weights, perturbed, and call forward, encode or dec
 mix-up goes unseen. count_parameters runs on the runner's fixtures (nn.Linear, a module that
 shares a weight, one with a frozen parameter, nn.BatchNorm1d, a small nn.Transformer).
 greedy_decode runs on the runner's ScriptedModel, whose next-token logits are a fixed table, so
-the tokens it must produce are known; the model also records how it was used (encode and decode
-calls, gradients, its mode, the masks it was given), and each probe checks the records its
-requirement is about. ScriptedModel cannot run on the meta device (decoding stops on the values
-it produces), so greedy_decode's device is not checked (the lesson says so).
+the tokens it must produce are known; on a probe of the calls, the mode or the masks, a decode
+made otherwise than the lesson says (the source encoded again, gradients on, training mode, a
+mask not passed on or inferred) reads the table with its vocabulary rolled, so the tokens show
+the mistake: the returned values decide, never the model's record of its use (written in the
+student's process), which only words the diagnosis. The mode the model is left in is read after
+the call. ScriptedModel cannot run on the meta device (decoding stops on the values it
+produces), so greedy_decode's device is not checked (the lesson says so).
 """
 
 import torch
@@ -523,11 +526,14 @@ PAD, BOS, EOS = 5, 3, 4
 VOCAB = 9
 OTHER_IDS = {"pad_id": 6, "bos_id": 0, "eos_id": 1}
 
-# What each requirement reads in the model's record of how it was used (runner.ScriptedModel).
+# What each requirement's probes make the model's values show (runner.ScriptedModel's reveals), and the
+# records of its use that word the diagnosis when they fail ("training", the mode it is left in, is checked).
 DECODING_RECORDS = ("encode", "decode")
 STOPPING_RECORDS = ("decode",)
 MODE_RECORDS = ("training", "grad_enabled", "decoded_in_training_mode")
 MASK_RECORDS = ("src_key_padding_mask", "memory_key_padding_mask")
+REVEALS = {DECODING_RECORDS: ["calls"], STOPPING_RECORDS: ["calls"], MODE_RECORDS: ["mode"], MASK_RECORDS: ["masks"],
+           (): []}
 
 
 def _script(plans, max_len, seed, vocab, specials):
@@ -554,15 +560,17 @@ def _greedy_probe(id, title, plans, max_len, seed, records, training=False, pad_
     """
     specials = (pad_id, bos_id, eos_id)
     logits = _script(plans, max_len, seed, vocab, specials)
-    model = {"__fixture__": "scripted_model", "args": [logits, pad_id], "training": training}
+    source_mask = None if src_lengths is None else _padding(src_lengths, S)
+    model = {"__fixture__": "scripted_model", "args": [logits, pad_id], "training": training,
+             "kwargs": {"src_key_padding_mask": source_mask, "reveals": REVEALS[tuple(records)]}}
     ordinary = torch.tensor([t for t in range(vocab) if t not in specials])
     generator = torch.Generator().manual_seed(seed + 1)
     src = ordinary[torch.randint(len(ordinary), (len(plans), S), generator=generator)]  # (B, S)
     if pad_tokens:
         src[0, S // 2:] = pad_id
     kwargs = {}
-    if src_lengths is not None:
-        kwargs["src_key_padding_mask"] = _padding(src_lengths, S)
+    if source_mask is not None:
+        kwargs["src_key_padding_mask"] = source_mask
     return function_probe(id, title, (model, src, max_len, bos_id, eos_id), kwargs, ("tokens",),
                           records=list(records))
 
@@ -648,7 +656,17 @@ def greedy_decode_hidden_probes(devices=("cpu",)):
 
 
 def _greedy(model, src, max_len, bos_id, eos_id, src_key_padding_mask=None, variant=None):
-    """Greedy decoding with one knob turned the wrong way (only its output matters here)."""
+    """Greedy decoding with one knob turned the wrong way (only its output matters here): in eval mode, as
+    the reference decodes, so that on a probe of the mode only a mistake of the mode shows."""
+    was_training = model.training
+    model.eval()
+    try:
+        return _greedy_in_eval_mode(model, src, max_len, bos_id, eos_id, src_key_padding_mask, variant)
+    finally:
+        model.train(was_training)
+
+
+def _greedy_in_eval_mode(model, src, max_len, bos_id, eos_id, src_key_padding_mask, variant):
     with torch.no_grad():
         memory = model.encode(src, src_key_padding_mask)  # (B, S, C)
         ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)

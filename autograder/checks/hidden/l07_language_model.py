@@ -9,8 +9,11 @@ weights, perturbed. Whether lm_head's weight IS the token embedding's shows in t
 gives lm_head.weight other values than the embedding, and loading them into one shared Parameter
 sets both (lm_head is loaded last), where a copy keeps two matrices. cached_self_attention runs on
 the runner's AttentionProjections (a lesson 02 MultiHeadAttention's four projections and
-num_heads), generate and perplexity on the runner's TinyLM, a float64 stand-in whose cached and
-uncached logits agree and which records how it was called (its calls, gradients, its mode).
+num_heads), generate and perplexity on the runner's TinyLM, a float64 stand-in whose values show
+how it was used: on a probe of the cache, uncached calls, a first cached call and the later ones
+read three different heads, and on a probe of the mode, gradients or training mode roll the
+vocabulary, so the tokens or the perplexity returned decide; its record of the calls only words
+the diagnosis.
 TinyLM's sampling values mean nothing on the meta device, so generate's and perplexity's device is
 not checked.
 """
@@ -572,8 +575,14 @@ MODE_RECORDS = ("training", "lm_grad_enabled", "lm_ran_in_training_mode")
 CALL_RECORDS = ("lm_calls",)
 
 
-def _model(max_len, seed, training=False):
-    return {"__fixture__": "tiny_lm", "args": [LM_VOCAB, max_len, seed], "training": training}
+# What a probe's records are about, the stand-in's values show (runner.TinyLM's reveals); the records only
+# word the diagnosis ("training", the mode it is left in, is checked).
+REVEALS = {MODE_RECORDS: ["mode"], CALL_RECORDS: ["calls"], (): []}
+
+
+def _model(max_len, seed, training=False, records=()):
+    return {"__fixture__": "tiny_lm", "args": [LM_VOCAB, max_len, seed], "training": training,
+            "kwargs": {"reveals": REVEALS[tuple(records)]}}
 
 
 def _generate_probe(id, title, B, T_prompt, new, max_len, seed, records=(), training=False, **kwargs):
@@ -581,7 +590,7 @@ def _generate_probe(id, title, B, T_prompt, new, max_len, seed, records=(), trai
     hint = kwargs.pop("hint", None)
     kwargs["generator"] = {"__fixture__": "generator", "args": [seed + 200]}
     extra = {"hint": hint} if hint else {}
-    return function_probe(id, title, (_model(max_len, seed, training), prompt, new), kwargs, ("ids",),
+    return function_probe(id, title, (_model(max_len, seed, training, records), prompt, new), kwargs, ("ids",),
                           records=list(records), **extra)
 
 
@@ -767,7 +776,7 @@ PERPLEXITY_MISTAKES = [
 
 def _perplexity_probe(id, title, N, block_size, max_len, seed, records=(), training=False, **kwargs):
     ids = _tokens(N, vocab=LM_VOCAB, seed=seed + 100)
-    return function_probe(id, title, (_model(max_len, seed, training), ids, block_size), kwargs, ("perplexity",),
+    return function_probe(id, title, (_model(max_len, seed, training, records), ids, block_size), kwargs, ("perplexity",),
                           records=list(records))
 
 
