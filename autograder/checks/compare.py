@@ -252,6 +252,8 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
             return [(f"{where} raised {got['error']['type']} ({got['error']['message']}); expected {want}",
                      probe.get("hint"))]
         return []
+    if not got.get("ok") and probe.get("memory_budget") and _out_of_memory(got["error"]):
+        return [(_over_budget_message(where, probe, got["error"]), probe.get("memory_advice"))]
     if not got.get("ok"):
         error = got["error"]
         trace = f"\n{error['traceback'].rstrip()}" if error.get("traceback") else ""
@@ -262,8 +264,6 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
 
     if probe.get("op_limit"):
         return _compare_cost(probe, got)
-    if probe.get("size_limit"):
-        return _compare_size(probe, got)
     got_outputs, expected_outputs = got["outputs"], expected["outputs"]
     if len(got_outputs) != len(expected_outputs):
         names = ", ".join(probe.get("output_names") or []) or f"{len(expected_outputs)} values"
@@ -348,21 +348,19 @@ def _compare_cost(probe, got):
              limit["advice"])]
 
 
-def _compare_size(probe, got):
-    """A probe with a "size_limit" checks the largest tensor the call made, not its values (other probes do that).
+def _out_of_memory(error):
+    """Whether an error is an allocation refused: Python's MemoryError (numpy's too), torch's allocator's."""
+    message = str(error.get("message", ""))
+    return error.get("type") in ("MemoryError", "OverBudget", "OutOfMemoryError") or (
+        error.get("type") == "RuntimeError" and ("can't allocate memory" in message or "not enough memory" in message))
 
-    size_limit: {"at_most": the most elements one tensor may hold; "what": what may exist at once
-    ("(..., L, block_size) scores"); "advice": the likely mistake}. The runner records the shape of
-    the largest tensor an operation returned when the probe has "count_ops".
-    """
-    limit, largest = probe["size_limit"], (got.get("op_count") or {}).get("largest")
-    if largest is None:
-        return [(f"[{probe['title']}] the tensors were not measured: the results were not written by the grader",
-                 None)]
-    if math.prod(largest) <= limit["at_most"]:
-        return []
-    return [(f"[{probe['title']}] creates a tensor of shape {tuple(largest)} ({math.prod(largest):,} elements): "
-             f"at most {limit['what']} may exist at once ({limit['at_most']:,} elements here)", limit["advice"])]
+
+def _over_budget_message(where, probe, error):
+    """A call that ran out of its memory budget (runner's "memory_budget"), in words."""
+    budget = probe["memory_budget"]
+    return (f"{where} ran out of memory: this check gives your function {budget:,} bytes ({budget / 1024:g} KiB) "
+            f"beyond its inputs, {probe.get('memory_rule', 'less than it asked for')}, and an allocation failed "
+            f"({error['type']}: {str(error.get('message', ''))[:200]})")
 
 
 class _Lazy:

@@ -27,14 +27,18 @@ A probe is a plain dict:
                      follow torch.get_default_dtype())
     count_ops        count what the call costs, returned as "op_count": {"operations": the tensor
                      operations it dispatches, "lines": the lines of the code under test it runs
-                     (not the grader's, PyTorch's or Python's own), "largest": the shape of the
-                     largest tensor (by numel) an operation returned}; both counts grow with a Python
-                     loop, "largest" shows a memory bound broken (a whole (L, S) matrix of scores)
+                     (not the grader's, PyTorch's or Python's own)}; both grow with a Python loop.
+                     Measured in the student's process, the counts only word a diagnosis
+    memory_budget    bytes the call may allocate beyond what the process holds when it starts (its
+                     inputs are loaded by then): the kernel enforces it (RLIMIT_DATA, set here for
+                     the call on Linux, and by the grader's sandbox before any answer cell runs, which
+                     the student's code cannot lift), and an operation whose result alone is larger
+                     raises MemoryError at once, with its shape. An allocation past it raises in
+                     the call (MemoryError, or torch's RuntimeError "can't allocate memory")
 """
 
 import contextlib
 import functools
-import math
 import os
 import sys
 import sysconfig
@@ -321,15 +325,10 @@ class _CountOperations(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.count = 0
-        self.largest = []  # the shape of the largest tensor an operation returned (views included)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.count += 1
-        out = func(*args, **(kwargs or {}))
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor) and t.numel() > math.prod(self.largest or [0]):
-                self.largest = list(t.shape)
-        return out
+        return func(*args, **(kwargs or {}))
 
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
@@ -346,6 +345,24 @@ def _warm_up_counting():
     """The first dispatch mode imports a few modules: done once, outside any count."""
     with _CountOperations():
         torch.zeros(1) + 1
+
+
+@functools.cache
+def warm_up():
+    """Load, once, what the probes' first operations would load lazily (the dispatch modes' modules, the
+    meta device's, torch._dynamo: some 70 MiB): a process about to be held to a memory budget
+    (``memory_budget``) calls this first, so that only the student's code spends the budget."""
+    import gc
+
+    import torch._dynamo  # noqa: F401  (what the meta device's first operations import)
+
+    _warm_up_counting()
+    for device in ("cpu", "meta"):
+        x = torch.ones(2, 3, 4, device=device)
+        (x @ x.transpose(-2, -1)).softmax(dim=-1).masked_fill(torch.ones(3, 3, dtype=torch.bool, device=device), 0)
+    with _OneDevice(), _WithinBudget(1 << 40):
+        torch.zeros(1) + 1
+    gc.collect()
 
 
 @contextlib.contextmanager
@@ -369,7 +386,7 @@ def _counting(result):
             yield
     finally:
         sys.settrace(previous)
-        result["op_count"] = {"operations": operations.count, "lines": lines, "largest": operations.largest}
+        result["op_count"] = {"operations": operations.count, "lines": lines}
 
 
 class _OneDevice(TorchDispatchMode):
@@ -388,6 +405,64 @@ class _OneDevice(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class OverBudget(MemoryError):
+    """An operation's result alone is larger than the memory budget of the call."""
+
+
+class _WithinBudget(TorchDispatchMode):
+    """Raises OverBudget for an operation whose result is larger than the budget: the kernel's limit would
+    refuse it too (or, where the kernel does not count memory so, as on macOS, nothing would), and this
+    says which tensor broke it. Views share their base's memory and cost nothing."""
+
+    def __init__(self, budget):
+        super().__init__()
+        self.budget = budget
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor) or t.numel() * t.element_size() <= self.budget:
+                continue
+            given = {a.untyped_storage().data_ptr() for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)}
+            if t.untyped_storage().data_ptr() not in given:  # not a view of what the operation was given
+                raise OverBudget(f"{func} created a tensor of shape {tuple(t.shape)} "
+                                 f"({t.untyped_storage().nbytes():,} bytes), more than the whole budget")
+        return out
+
+
+def _data_size():
+    """The bytes of data this process holds (VmData: what RLIMIT_DATA limits), or None where Linux's
+    /proc is not there."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def _within_budget(budget):
+    """The kernel limits this process's data to what it holds now plus ``budget`` bytes, during the call."""
+    try:
+        import resource
+    except ImportError:  # Windows: only _WithinBudget's check
+        resource = None
+    warm_up()
+    held = _data_size()
+    if resource is None or held is None:
+        with _WithinBudget(budget):
+            yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = min(value for value in (held + budget, soft, hard) if value != resource.RLIM_INFINITY)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    try:
+        with _WithinBudget(budget):
+            yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
 @contextlib.contextmanager
 def _watched(probe, result):
     """The call as the probe asks: under another default dtype, with its cost counted, on one device."""
@@ -400,6 +475,8 @@ def _watched(probe, result):
             stack.enter_context(_counting(result))
         if probe.get("device") == "meta":
             stack.enter_context(_OneDevice())
+        if probe.get("memory_budget"):
+            stack.enter_context(_within_budget(probe["memory_budget"]))
         yield
 
 
