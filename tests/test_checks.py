@@ -134,3 +134,39 @@ def test_the_right_answers_that_catalogued_bugs_are_edited_from_pass(lesson, exe
 
     module = importlib.import_module(f"tests.bug_catalog.{lesson}")
     check_hidden(exercise, load(Bug(exercise, "none: the base of the edits", getattr(module, base)), module.PRELUDE))
+
+
+_WHOLE_TENSOR = '''
+def sinusoidal_positional_encoding(max_len, d_model):
+    angles = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(0, d_model, 2) / d_model)
+    pe = torch.zeros(max_len, d_model)
+    for column, f in enumerate((torch.sin, torch.cos)):
+        pe[:, column::2] = f(angles)
+    return pe
+'''
+
+
+@pytest.mark.parametrize("looping, what", [
+    ("    for pos in range(max_len):\n        pass\n", "a for loop"),
+    ("    while max_len > 10**9:\n        max_len -= 1\n", "a while loop"),
+    ("    rows = [pos for pos in range(max_len)]\n", "a comprehension"),
+    ("    rows = list(map(float, range(max_len)))\n", "map(...)"),
+    ("    if max_len > 1:\n        sinusoidal_positional_encoding(max_len - 1, d_model)\n", "recursion"),
+])
+def test_the_no_loops_rule_is_read_in_the_source_not_measured(looping, what):
+    """A loop anywhere in the answer cell breaks the rule, whatever the student's process reports; a pass
+    over a tuple written out does not."""
+    from autograder.checks.static import no_loops
+
+    assert no_loops(_WHOLE_TENSOR) is None
+    broken = _WHOLE_TENSOR.replace("    return pe\n", looping + "    return pe\n")
+    assert what in (no_loops(broken) or "")
+    probes = specs()["sinusoidal_positional_encoding"].hidden_probes()
+    loop_free = [p for p in probes if p.get("source_rule") == "no-loops"]
+    assert loop_free, "no probe reads the source"
+    # A forged count (no operations at all) changes nothing: the source decides.
+    forged = {"ok": True, "outputs": [], "op_count": {"operations": 0, "lines": 0}}
+    from autograder.checks.compare import compare
+
+    assert compare("sinusoidal_positional_encoding", loop_free[0], forged, {"ok": True}, source=broken)
+    assert not compare("sinusoidal_positional_encoding", loop_free[0], forged, {"ok": True}, source=_WHOLE_TENSOR)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import properties as property_checks
+from . import static
 
 
 class CheckFailed(AssertionError):
@@ -232,16 +233,21 @@ def _compare_value(label, got, expected, tolerance):
     return f"{label}: wrong values ({_largest_difference(got, expected)}; rtol={rtol:g}, atol={atol:g})"
 
 
-def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
+def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), source=None):
     """(message, likely mistake) pairs saying how ``got`` falls short of ``expected`` (empty: it passed).
 
     ``mistakes`` are (hint, result) pairs: what known wrong answers return on this probe.
+    ``source`` is the answer cell, which decides a probe with a "source_rule" (static.RULES).
     Raises NotImplementedError when the student's code is still a stub.
     """
     where = f"[{probe['title']}]"
     error = got.get("error", {})
     if not got.get("ok") and error.get("type") == "NotImplementedError" and error.get("stub", True):
         raise NotImplementedError(f"{exercise} is not implemented yet: write it in its answer cell")
+    if probe.get("source_rule") and source is not None:
+        broken = static.RULES[probe["source_rule"]](source)
+        advice = (probe.get("op_limit") or {}).get("advice")
+        return [(f"{where} {broken}: {advice}", advice)] if broken else []
     if not expected.get("ok"):
         want = expected["error"]["type"]
         # A probe's own "hint" says what its failing most likely means (e.g. the missing check).
@@ -331,6 +337,7 @@ def _record_hint(probe, got, expected):
 
 def _compare_cost(probe, got):
     """A probe with an "op_limit" checks what the call costs, not its values (other probes do that).
+    Counted in the student's process, so only where the caller has no source to read the rule in.
 
     op_limit: {"at_most": the most tensor operations, and lines of the code under test, a call may
     take; "size": the size it was called at ("max_len=400"); "advice": what to do instead, also
@@ -391,12 +398,13 @@ def compare_relation(exercise, probe, got, base_got):
 
 
 def check_probes(exercise, probes, got_results, expected_results, mistakes_for=None, tolerance=Tolerance(),
-                 requirements=()):
+                 requirements=(), source=None):
     """Compare every probe and gather one Report for the exercise, grouped by requirement.
 
     ``mistakes_for(i)`` gives the (hint, result) pairs of known mistakes on probe i; it is
     called only for probes that fail, since computing them can cost as much as the check.
     ``requirements`` are (key, text, weight) triples; a probe tries the one its "requirement" names.
+    ``source``, the answer cell's, decides the probes with a "source_rule".
     """
     report = Report(exercise)
     for key, text, weight in requirements or [(*WHOLE_EXERCISE, 1.0)]:
@@ -405,7 +413,7 @@ def check_probes(exercise, probes, got_results, expected_results, mistakes_for=N
     for i, (probe, got, expected) in enumerate(zip(probes, got_results, expected_results)):
         mistakes = _Lazy(mistakes_for, i) if mistakes_for else ()
         try:
-            failures = compare(exercise, probe, got, expected, mistakes, tolerance)
+            failures = compare(exercise, probe, got, expected, mistakes, tolerance, source)
         except NotImplementedError:
             report.not_implemented = True
             failures = [(f"{exercise} is not implemented yet", None)]
