@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from ...reference import Transformer, causal_mask, count_parameters, greedy_decode, noam_lr
+from ..properties import FIXTURE_HINTS
 from .probes import ExerciseChecks, Requirement, function_probe, module_probe, on_device, randn, requiring, with_gradients
 
 # The plain case: two post-norm layers (so that a stack cut short shows), no dropout, no masks.
@@ -659,7 +660,8 @@ def _greedy(model, src, max_len, bos_id, eos_id, src_key_padding_mask=None, vari
     """Greedy decoding with one knob turned the wrong way (only its output matters here): in eval mode, as
     the reference decodes, so that on a probe of the mode only a mistake of the mode shows."""
     was_training = model.training
-    model.eval()
+    if variant != "training_mode":
+        model.eval()
     try:
         return _greedy_in_eval_mode(model, src, max_len, bos_id, eos_id, src_key_padding_mask, variant)
     finally:
@@ -667,7 +669,7 @@ def _greedy(model, src, max_len, bos_id, eos_id, src_key_padding_mask=None, vari
 
 
 def _greedy_in_eval_mode(model, src, max_len, bos_id, eos_id, src_key_padding_mask, variant):
-    with torch.no_grad():
+    with torch.set_grad_enabled(variant == "gradients"):
         memory = model.encode(src, src_key_padding_mask)  # (B, S, C)
         ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
@@ -711,6 +713,9 @@ GREEDY_DECODE_MISTAKES = [
      _greedy_mistake("first_position")),
     ("the output is one token too long: counting bos_id, a row has at most max_len tokens",
      _greedy_mistake("one_too_many")),
+    # Named by the tokens a decode so made returns (the stand-in rolls its table), not by its record.
+    (FIXTURE_HINTS["grad_enabled"], _greedy_mistake("gradients")),
+    (FIXTURE_HINTS["decoded_in_training_mode"], _greedy_mistake("training_mode")),
 ]
 
 

@@ -29,6 +29,7 @@ from ...reference import (DecoderOnlyLM, cached_self_attention, generate, make_l
 from ...reference.attention import scaled_dot_product_attention
 from ...reference.decoder import causal_mask
 from ...reference.multihead import merge_heads, split_heads
+from ..properties import FIXTURE_HINTS
 from .probes import ExerciseChecks, Requirement, function_probe, module_probe, on_device, randn, requiring
 
 
@@ -599,11 +600,12 @@ def _generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=
     """generate with one knob turned the wrong way (only its output matters here)."""
     if use_cache and variant != "no_length_check" and prompt.size(1) + max_new_tokens > model.max_len:
         raise ValueError("too long")
-    model.eval()
-    with torch.no_grad():
+    if variant != "training_mode":
+        model.eval()
+    with torch.set_grad_enabled(variant == "gradients"):
         ids, cache = prompt, None
         for _ in range(max_new_tokens):
-            if not use_cache:
+            if not use_cache or variant == "cache_ignored":
                 logits = model(ids if variant == "no_window" else ids[:, -model.max_len:])
             elif cache is None or variant == "fresh_cache":
                 fresh = cache is None
@@ -648,6 +650,12 @@ GENERATE_MISTAKES = [
      "model(ids[:, -model.max_len:])", _generate_mistake("no_window")),
     ("temperature, top_k and top_p are not passed on: next_token_probs(logits[:, -1], temperature, top_k, top_p)",
      _generate_mistake("options_dropped")),
+    # Named by the tokens returned (the stand-in's values show its calls and mode), not by its record.
+    ("use_cache is ignored: with use_cache, run the prompt once through model.forward_cached(prompt, cache), "
+     "cache = [None] * len(model.layers), then only the newest token, ids[:, -1:], with the same cache",
+     _generate_mistake("cache_ignored")),
+    (FIXTURE_HINTS["lm_grad_enabled"], _generate_mistake("gradients")),
+    (FIXTURE_HINTS["lm_ran_in_training_mode"], _generate_mistake("training_mode")),
 ]
 
 TOO_LONG_HINT = ("with use_cache, T_prompt + max_new_tokens > model.max_len must raise ValueError before any token "
@@ -737,8 +745,9 @@ def generate_hidden_probes(devices=("cpu",)):
 # ----------------------------------------------------------------------------- perplexity
 def _perplexity(model, ids, block_size, batch_size=64, variant=None):
     x, y = make_lm_examples(ids, block_size)
-    model.eval()
-    with torch.no_grad():
+    if variant not in ("training_mode", "training_mode_gradients"):
+        model.eval()
+    with torch.set_grad_enabled(variant in ("gradients", "training_mode_gradients")):
         losses = []
         for start in range(0, x.size(0), batch_size):
             logits = model(x[start : start + batch_size])
@@ -753,7 +762,7 @@ def _perplexity(model, ids, block_size, batch_size=64, variant=None):
         return total.sum().item() / y.numel()
     if variant == "tensor":
         return torch.exp(total.sum() / y.numel())
-    raise AssertionError(variant)
+    return math.exp(total.sum().item() / y.numel())  # right but for the mode
 
 
 def _perplexity_mistake(variant):
@@ -771,6 +780,11 @@ PERPLEXITY_MISTAKES = [
     ("the batches' means are averaged: a last, smaller batch counts as much as a full one; sum the losses "
      "(reduction='sum') and divide by the number of tokens", _perplexity_mistake("batch_means")),
     ("returns a tensor: the perplexity is a Python float (math.exp(...), or .item())", _perplexity_mistake("tensor")),
+    # Named by the value returned (the stand-in's logits show the mode), not by its record.
+    (FIXTURE_HINTS["lm_grad_enabled"], _perplexity_mistake("gradients")),
+    (FIXTURE_HINTS["lm_ran_in_training_mode"], _perplexity_mistake("training_mode")),
+    ("runs the model in training mode with gradients on: call model.eval() and do the work inside torch.no_grad(), "
+     "then restore the mode the model was in", _perplexity_mistake("training_mode_gradients")),
 ]
 
 
