@@ -29,7 +29,8 @@ STUDENT_FILES = (
     "checks/__init__.py", "checks/runner.py", "checks/compare.py", "checks/properties.py",
     "checks/public.py", "checks/forbidden.py", "checks/static.py",
     "grading/__init__.py", "grading/child.py", "grading/grade.py", "grading/notebook.py", "grading/progress.py",
-    "grading/sandbox.py", "grading/warm.py",
+    "grading/sandbox/__init__.py", "grading/sandbox/confine.py", "grading/sandbox/jail.py",
+    "grading/sandbox/readback.py", "grading/sandbox/warm.py",
 )
 # What a student's machine needs, by distribution name: the model (torch, numpy), the lessons'
 # plots and progress bars, JupyterLab and its Python kernel (which bring nbformat and the rest).

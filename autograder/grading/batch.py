@@ -28,7 +28,7 @@ from ..curriculum import LESSONS
 from ..lessons import scripts_on_path
 from .grade import SubmissionError, grade
 from .integrity import tampering
-from .warm import follow_parent
+from .sandbox.warm import follow_parent
 from .notebook import answer_cells, read_notebook
 
 LOCK_NAME = ".autograder.lock"

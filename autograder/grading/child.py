@@ -1,6 +1,8 @@
 """The sandboxed child: run the student's cells, then their definitions on the given probes.
 
-``python -m autograder.grading.child JOBDIR``. It reads ``JOBDIR/job.pt`` (plain data), records
+``python -m autograder.grading.child JOBDIR [--confine UID GID]``. With ``--confine`` (a fresh
+child in the sandbox) it first drops to UID with no capability and the seccomp filter. It reads
+``JOBDIR/job.pt`` (plain data), switches the lesson's forbidden built-ins off for good, records
 each step it starts and finishes in ``JOBDIR/progress``, and writes plain results to
 ``JOBDIR/out/``. It imports nothing that knows the answers.
 """
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from ..checks.forbidden import switched_off
+from ..checks.forbidden import block_for_good, switched_off
 from ..checks.runner import _describe, run_probes, swapped
 
 
@@ -34,6 +36,18 @@ def _reference_callees(namespace, spec):
     exec(compile(spec["source"], "<reference callees>", "exec"), reference)
     with swapped(namespace, {name: reference[name] for name in spec["names"]}):
         yield
+
+
+def _limit_memory(budget):
+    """The kernel's limit on this process's data: what it holds now (torch, the probes' inputs, the setup
+    cell's imports) plus ``budget`` bytes, for the answer cells and the checks. No student code has run
+    yet, and the limit can only be lowered from here on."""
+    import resource
+
+    with open("/proc/self/status") as status:
+        data = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData:"))
+    limit = data + int(budget)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
 # Probes a warm server loaded before forking this process (warm.py), by the key a job names them by.
@@ -61,6 +75,9 @@ def main(jobdir):
         save("prelude", _describe(exc))
     forbidden = job.get("forbidden", {})
     everything_forbidden = sorted({name for names in forbidden.values() for name in names})
+    block_for_good(everything_forbidden)
+    if job.get("memory_budget"):
+        _limit_memory(job["memory_budget"])
     for cell in job["cells"]:
         progress.write(f"start cell {cell['name']}\n")
         try:
@@ -82,4 +99,8 @@ def main(jobdir):
 
 
 if __name__ == "__main__":
+    if sys.argv[2:3] == ["--confine"]:
+        from .sandbox import confine
+
+        confine.drop_privileges(int(sys.argv[3]), int(sys.argv[4]), confine.seccomp_filter())
     main(sys.argv[1])
