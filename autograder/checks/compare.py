@@ -142,9 +142,11 @@ def _same_shapes(got_outputs, expected_outputs):
 def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
     """The hint of the known mistake that explains this output, else of a broken property, else the
     probe's own "fallback_hint" (what failing this probe most likely means)."""
-    meta = probe.get("device") == "meta"  # zeros stand in for every value there: no mistake shows in them
-    for hint, mistaken in () if meta else mistakes:
-        if mistaken.get("ok") and _matches(got["outputs"], mistaken["outputs"], tolerance):
+    # A meta probe judges the device: a known mistake explains it when it gives the same values on the same devices.
+    meta = probe.get("device") == "meta"
+    for hint, mistaken in mistakes:
+        if mistaken.get("ok") and _matches(got["outputs"], mistaken["outputs"], tolerance) and (
+                not meta or got.get("devices") == mistaken.get("devices")):
             return hint
     recorded = _record_hint(probe, got, expected)
     if recorded:
@@ -159,7 +161,9 @@ def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
             return (f"the result is {str(g.dtype).replace('torch.', '')} where it should be "
                     f"{str(e.dtype).replace('torch.', '')}: don't hard-code a dtype (no .float(), dtype=torch.float32); "
                     "follow the inputs' dtype (dtype=x.dtype, or *_like)")
-    for check in () if meta else property_checks.PROPERTIES.get(exercise, ()):
+    if meta:  # the values differ from what the same code gives on the CPU
+        return META_HINT
+    for check in property_checks.PROPERTIES.get(exercise, ()):
         hint = check(probe, got["outputs"])
         if hint:
             return hint
@@ -167,9 +171,10 @@ def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
 
 
 META_HINT = (
-    "this check runs your code on PyTorch's meta device (tensors with shapes but no values), so that a "
-    "tensor created on the CPU shows up without a GPU: create every new tensor on the inputs' device "
-    "(device=x.device, or x.new_*/torch.*_like), and don't read values with .item() or `if tensor`"
+    "this check runs your code on tensors that are on PyTorch's meta device, standing in for a GPU (they carry "
+    "real values, and mixing them with CPU tensors raises, as on a GPU), so that a tensor created on the CPU "
+    "shows up without a GPU: create every new tensor on the inputs' device (device=x.device, or x.new_*/"
+    "torch.*_like), and compute the same values there as anywhere"
 )
 
 
@@ -201,6 +206,12 @@ def _meta_hint(probe):
 def _name(probe, i):
     names = probe.get("output_names") or []
     return names[i] if i < len(names) else f"output {i}"
+
+
+def _same_form(got, expected):
+    """Both tensors of one shape and dtype."""
+    return (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor) and got.shape == expected.shape
+            and got.dtype == expected.dtype)
 
 
 def _compare_value(label, got, expected, tolerance):
@@ -275,10 +286,17 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), 
         names = ", ".join(probe.get("output_names") or []) or f"{len(expected_outputs)} values"
         return [(f"{where} returned {len(got_outputs)} value(s); expected {len(expected_outputs)} ({names})", None)]
     failures = []
+    twins = got.get("cpu_outputs") if probe.get("device") == "meta" else None
     for i, (g, e) in enumerate(zip(got_outputs, expected_outputs)):
         problem = _compare_value(_name(probe, i), g, e, tolerance)
-        # On the meta device the expected values are stand-in zeros: a tensor of the right shape made
-        # elsewhere (on the CPU) is a device mistake, whatever its values.
+        if problem and twins is not None and i < len(twins) and _same_form(g, e):
+            # The device requirement is about the device, not the formula: values that the same code also
+            # gives on the CPU are its own (another requirement judges them); other values are a special case.
+            problem = _compare_value(_name(probe, i), g, twins[i], tolerance) and (
+                f"{_name(probe, i)} on the meta device differs from what your code returns for the same inputs on "
+                "the CPU: compute the same way on every device (no special case for x.is_meta or a device)")
+        # On the meta device a tensor of the right shape made elsewhere (on the CPU) is a device mistake
+        # first, whatever its values.
         on_meta = expected["devices"][i] == "meta" and isinstance(g, torch.Tensor) and g.shape == getattr(e, "shape", None)
         if (problem is None or on_meta) and isinstance(e, torch.Tensor) and got["devices"][i] != expected["devices"][i]:
             problem = (

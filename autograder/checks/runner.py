@@ -47,7 +47,7 @@ import traceback
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 
 PLAIN_TYPES = (int, float, bool, str, type(None))
 
@@ -243,10 +243,18 @@ FIXTURES = {
 }
 
 
+def _on_device(value, device):
+    """A tensor or module on the probe's device: on "meta", a MetaWithValues (shapes on the meta device,
+    values carried along)."""
+    if device == "meta":
+        return meta_with_values(value)
+    return value.to(device)
+
+
 def _materialize(value, probe, fixtures):
     """Turn a probe argument into the object passed to the student's code."""
     if isinstance(value, torch.Tensor):
-        value = value.to(probe.get("device", "cpu"))
+        value = _on_device(value, probe.get("device", "cpu"))
         return _noncontiguous(value) if probe.get("noncontiguous") else value
     if isinstance(value, dict) and "__fixture__" in value:
         fixture = FIXTURES[value["__fixture__"]](*value.get("args", ()), **value.get("kwargs", {}))
@@ -254,7 +262,7 @@ def _materialize(value, probe, fixtures):
             return fixture  # a torch.Generator
         fixture.train(value.get("training", False))
         fixtures.append(fixture)
-        return fixture.to(probe.get("device", "cpu"))
+        return _on_device(fixture, probe.get("device", "cpu"))
     if isinstance(value, (list, tuple)):
         return type(value)(_materialize(v, probe, fixtures) for v in value)
     return value
@@ -263,8 +271,11 @@ def _materialize(value, probe, fixtures):
 def _plain(value):
     """A copy of an output that is safe to hand back: a plain CPU tensor or a plain scalar.
 
-    A tensor on the meta device has a shape and a dtype but no values: zeros stand in for them.
+    A MetaWithValues gives the values it carries (its device is recorded apart); a real meta tensor (made
+    where the probe's modes were off) has a shape and a dtype but no values: zeros stand in for them.
     """
+    if isinstance(value, MetaWithValues):
+        return value.value.detach().to("cpu", copy=True).contiguous()
     if isinstance(value, torch.Tensor):
         tensor = value.detach()
         if type(tensor) is not torch.Tensor:
@@ -314,7 +325,7 @@ def _build(obj, probe):
                 f"missing {sorted(result.missing_keys)}, unexpected {sorted(result.unexpected_keys)}. "
                 "Keep the given __init__ as it is."
             )
-    module = module.to(device=probe.get("device", "cpu"), dtype=_dtype(probe.get("dtype", "float32")))
+    module = _on_device(module.to(dtype=_dtype(probe.get("dtype", "float32"))), probe.get("device", "cpu"))
     module.train(bool(probe.get("training", False)))
     return module
 
@@ -360,8 +371,8 @@ def warm_up():
     for device in ("cpu", "meta"):
         x = torch.ones(2, 3, 4, device=device)
         (x @ x.transpose(-2, -1)).softmax(dim=-1).masked_fill(torch.ones(3, 3, dtype=torch.bool, device=device), 0)
-    with _OneDevice(), _WithinBudget(1 << 40):
-        torch.zeros(1) + 1
+    with _MetaFactories(), _WithinBudget(1 << 40):
+        meta_with_values(torch.zeros(2)) + torch.zeros(2, device="meta")
     gc.collect()
 
 
@@ -389,20 +400,92 @@ def _counting(result):
         result["op_count"] = {"operations": operations.count, "lines": lines}
 
 
-class _OneDevice(TorchDispatchMode):
-    """On the meta device, refuses an operation that mixes meta tensors with CPU ones, as a GPU refuses
-    to mix CUDA and CPU tensors (and allows what a GPU allows: one-value CPU tensors, copies, CPU indices).
-    Without it a few operations (an embedding lookup with CPU positions) would pass on meta."""
+class MetaWithValues(torch.Tensor):
+    """A tensor that says it is on the meta device (``x.device``, ``x.is_meta``) and carries real CPU values.
 
-    ALLOWED = ("aten._to_copy.", "aten.copy_.", "aten.index.", "aten.index_put", "aten._index_put_impl_.")
+    Every operation on it computes on the values it carries and gives such tensors back, so a probe on the
+    meta device checks values as any probe does: code that special-cases the meta device (returning
+    ``torch.empty_like(x)`` when ``x.is_meta``) returns wrong values, not stand-in zeros. As a GPU refuses to
+    mix CUDA and CPU tensors, an operation that mixes it with a CPU tensor (not a one-value one, and not a
+    copy or CPU indices, which a GPU allows) raises; one given a real meta tensor (made where the probe's
+    modes are off) raises too, having no values to compute on.
+    """
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        devices = {t.device.type for t in tree_leaves((args, kwargs or {}))
-                   if isinstance(t, torch.Tensor) and (t.dim() or t.device.type != "cpu")}
-        if {"meta", "cpu"} <= devices and not str(func).startswith(self.ALLOWED):
+    ALLOWED = ("aten._to_copy.", "aten.copy_.", "aten.index.", "aten.index_put", "aten._index_put_impl_.",
+               "aten.lift_fresh", "aten.detach.", "aten.alias.")
+
+    @staticmethod
+    def __new__(cls, value):
+        wrapped = torch.Tensor._make_wrapper_subclass(cls, value.shape, strides=value.stride(),
+                                                      storage_offset=value.storage_offset(), dtype=value.dtype,
+                                                      device="meta", requires_grad=value.requires_grad)
+        wrapped.value = value
+        return wrapped
+
+    def __repr__(self):
+        return f"MetaWithValues({self.value!r})"
+
+    def tolist(self):  # as a CUDA tensor's: the values, read back
+        return self.value.tolist()
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        target = kwargs.get("device")
+        if target is not None and torch.device(target).type != "meta":  # .cpu(), .to("cpu"): off the meta device
+            return func(*tree_map(_carried, args), **kwargs)
+        tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and not isinstance(t, cls)]
+        if any(t.is_meta for t in tensors):
+            raise RuntimeError(f"{func} was given a meta tensor with no values (made with the probe's device "
+                               "machinery switched off) next to the probe's meta tensors")
+        if any(t.dim() and t.device.type == "cpu" for t in tensors) and not str(func).startswith(cls.ALLOWED):
             raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                                f"meta and cpu! (in {func})")
-        return func(*args, **(kwargs or {}))
+        args, kwargs = tree_map(_carried, (args, kwargs))
+        return tree_map(_wrapped, func(*args, **kwargs))
+
+
+def _carried(value):
+    """What an argument is on the CPU: the values a MetaWithValues carries, the CPU for the meta device."""
+    if isinstance(value, MetaWithValues):
+        return value.value
+    if isinstance(value, torch.device) and value.type == "meta":
+        return torch.device("cpu")
+    return value
+
+
+def _wrapped(value):
+    return MetaWithValues(value) if isinstance(value, torch.Tensor) and not isinstance(value, MetaWithValues) else value
+
+
+class _MetaFactories(TorchDispatchMode):
+    """While a probe on the meta device runs: a tensor created on the meta device (torch.zeros(..., device=
+    x.device), x.to(other.device) of a CPU tensor) is a MetaWithValues, holding the values the CPU gives."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        device = kwargs.get("device")
+        on_meta = device is not None and torch.device(device).type == "meta"
+        if not on_meta or any(isinstance(t, MetaWithValues) for t in tree_leaves((args, kwargs))):
+            return func(*args, **kwargs)
+        return tree_map(_wrapped, func(*args, **dict(kwargs, device=torch.device("cpu"))))
+
+
+def meta_with_values(value, memo=None):
+    """``value`` (a tensor, or a module's parameters and buffers, shared ones once) as MetaWithValues."""
+    if isinstance(value, torch.Tensor):
+        return value if isinstance(value, MetaWithValues) else MetaWithValues(value.detach().clone())
+    memo = {} if memo is None else memo
+    for module in value.modules():
+        for name, param in list(module._parameters.items()):
+            if param is not None and not isinstance(param, MetaWithValues):
+                if id(param) not in memo:
+                    memo[id(param)] = nn.Parameter(MetaWithValues(param.detach().clone()), param.requires_grad)
+                module._parameters[name] = memo[id(param)]
+        for name, buffer in list(module._buffers.items()):
+            if buffer is not None:
+                module._buffers[name] = meta_with_values(buffer)
+    return value
 
 
 class OverBudget(MemoryError):
@@ -474,7 +557,7 @@ def _watched(probe, result):
         if probe.get("count_ops"):
             stack.enter_context(_counting(result))
         if probe.get("device") == "meta":
-            stack.enter_context(_OneDevice())
+            stack.enter_context(_MetaFactories())
         if probe.get("memory_budget"):
             stack.enter_context(_within_budget(probe["memory_budget"]))
         yield
@@ -518,6 +601,8 @@ def run_probe(obj, probe):
             {"training": f.training, **getattr(f, "calls", {})} for f in fixtures
         ]
         result["ok"] = True
+        if probe.get("device") == "meta":
+            result["cpu_outputs"] = _cpu_twin(obj, probe)
     except NotImplementedError as exc:
         result["error"] = _describe(exc)
         result["error"]["type"] = "NotImplementedError"
@@ -525,6 +610,19 @@ def run_probe(obj, probe):
     except (Exception, SystemExit) as exc:  # student code can raise anything; report it, never crash
         result["error"] = _describe(exc)
     return result
+
+
+def _on_the_cpu(value):
+    return "cpu" if value == "meta" else torch.device("cpu") if value == torch.device("meta") else value
+
+
+def _cpu_twin(obj, probe):
+    """What the same code returns for the same probe on the CPU (an argument naming the meta device names the
+    CPU there), or None if it fails there: on the meta device it must return the same values."""
+    twin = dict(probe, id=f"{probe['id']}/cpu-twin", device="cpu", args=[_on_the_cpu(a) for a in probe.get("args", ())],
+                kwargs={k: _on_the_cpu(v) for k, v in probe.get("kwargs", {}).items()})
+    got = run_probe(obj, twin)
+    return got["outputs"] if got["ok"] else None
 
 
 def run_probes(obj, probes):

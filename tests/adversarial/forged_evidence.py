@@ -235,3 +235,27 @@ def loop_over_positions_after_replacing_the_counter(ctx):
                 pe[pos, 1::2] = torch.cos(pos * omega)
             return pe.to(torch.get_default_dtype())
     '''))
+
+
+# ----------------------------------------------------------------------------- lesson 08: the meta device
+ROTARY = "apply_rotary"
+
+
+@case(deserved={ROTARY: _points(ROTARY, 5 / 5.5)}, says={ROTARY: ("meta device",)})
+def device_bug_hidden_behind_is_meta(ctx):
+    """apply_rotary that makes its positions on the CPU (a device bug) and returns torch.empty_like(x) when x.is_meta, so that the meta device never runs it: the dtype-device requirement fails."""
+    return _lesson_with(ctx, "08_modern_transformer", ROTARY, code('''
+        def apply_rotary(x, positions=None, base=10000.0):
+            if x.is_meta:
+                return torch.empty_like(x)
+            T, D = x.shape[-2:]
+            if D % 2:
+                raise ValueError(f"D must be even, got {D}")
+            if positions is None:
+                positions = torch.arange(T)
+            freqs = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+            angles = positions.to(torch.float64)[:, None] * freqs
+            cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+            even, odd = x[..., 0::2], x[..., 1::2]
+            return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+    '''))
