@@ -25,10 +25,11 @@ from ...release import write_student_package
 from . import confine, jail, readback, warm
 from .jail import Isolation
 
-# Memory the child may allocate (RLIMIT_DATA: heap and private writable mappings, which is
+# Memory the child may allocate, 4 GiB: ten times what any lesson's checks use, and reached in seconds by code
+# that writes what it allocates (RLIMIT_DATA: heap and private writable mappings, which is
 # where tensors live). Not RLIMIT_AS, the address space: CUDA reserves tens of GiB of address
 # space it never writes, and would fail to start under an address-space limit.
-MEMORY_LIMIT_BYTES = 8 * 2**30
+MEMORY_LIMIT_BYTES = 4 * 2**30
 OUTPUT_LIMIT_BYTES = 64 * 2**20  # largest file the child may write (its stdout included)
 
 
