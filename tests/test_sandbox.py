@@ -14,11 +14,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import zipfile
 from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 

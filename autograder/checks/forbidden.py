@@ -149,7 +149,8 @@ def block_for_good(names):
         return
     operators = sorted({qualified[len("aten::"):] for qualified in torch._C._dispatch_get_all_op_names()
                         if qualified.startswith("aten::")
-                        and any(named_like(qualified[len("aten::"):].split(".")[0], name) for name in names)})
+                        and any(named_like(qualified[len("aten::"):].split(".")[0], name)
+                                for name in names)})
     handle = torch._C._dispatch_library("IMPL", "aten", "", __file__, 0)
     with warnings.catch_warnings():  # "overriding a previously registered kernel": that is the point
         warnings.simplefilter("ignore")

@@ -2,7 +2,8 @@
 
 ``python -m autograder.grading.child JOBDIR [--confine UID GID]``. With ``--confine`` (a fresh
 child in the sandbox) it first drops to UID with no capability and the seccomp filter. It reads
-``JOBDIR/job.pt`` (plain data), switches the lesson's forbidden built-ins off for good, records
+``JOBDIR/job.pt`` (plain data), switches each exercise's forbidden built-ins off for good before
+checking it, records
 each step it starts and finishes in ``JOBDIR/progress``, and writes plain results to
 ``JOBDIR/out/``. It imports nothing that knows the answers.
 """
@@ -75,7 +76,6 @@ def main(jobdir):
         save("prelude", _describe(exc))
     forbidden = job.get("forbidden", {})
     everything_forbidden = sorted({name for names in forbidden.values() for name in names})
-    block_for_good(everything_forbidden)
     if job.get("memory_budget"):
         _limit_memory(job["memory_budget"])
     for cell in job["cells"]:
@@ -86,7 +86,15 @@ def main(jobdir):
         except BaseException as exc:  # SystemExit too: a cell must not end the run
             save(f"cell-{cell['name']}", _describe(exc))
         progress.write(f"done cell {cell['name']}\n")
-    for exercise in job["exercises"]:
+    # Each exercise's built-ins are refused for good (at PyTorch's dispatcher, past anything a cell can
+    # switch off) before it is checked; those with fewest first, so that no exercise is checked with
+    # another's refused (lesson 06's count_parameters counts an nn.Transformer, which Transformer's
+    # check refuses).
+    blocked = set()
+    for exercise in sorted(job["exercises"], key=lambda e: len(forbidden.get(e["name"], ()))):
+        own = set(forbidden.get(exercise["name"], ())) - blocked
+        block_for_good(sorted(own))
+        blocked |= own
         name = exercise["name"]
         progress.write(f"start exercise {name}\n")
         obj = namespace.get(name)

@@ -6,7 +6,7 @@ left. tests/test_sandbox.py proves the same rules directly (system calls, channe
 two graders at once, the isolation levels).
 """
 
-from . import CORRECT_SA, CORRECT_SDPA, EXITED, PASSES, SA, SDPA, SWITCHED_OFF, UNSCALED, WRONG_SA, WRONG_SDPA, case, code
+from . import CORRECT_SA, EXITED, PASSES, SA, SDPA, SWITCHED_OFF, UNSCALED, WRONG_SA, WRONG_SDPA, case, code
 
 REFUSED = "refused by the sandbox"
 

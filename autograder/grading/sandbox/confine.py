@@ -166,7 +166,9 @@ def _drop_bounding_set():
     """Empty the capability bounding set (it needs CAP_SETPCAP, so before the uid changes)."""
     libc = _libc()
     for capability in range(_last_capability() + 1):
-        if libc.prctl(PR_CAPBSET_READ, ctypes.c_ulong(capability), 0, 0, 0) == 1 and libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(capability), 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+        if libc.prctl(PR_CAPBSET_READ, ctypes.c_ulong(capability), 0, 0, 0) != 1:
+            continue  # not in the set (a process without CAP_SETPCAP may not even ask to drop it)
+        if libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(capability), 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
             _check(-1, "dropping the capability bounding set")
 
 
@@ -213,9 +215,11 @@ def held_privilege():
     bounding = sum(1 << cap for cap in range(_last_capability() + 1)
                    if libc.prctl(PR_CAPBSET_READ, ctypes.c_ulong(cap), 0, 0, 0) == 1)
     ambient = sum(1 << cap for cap in range(_last_capability() + 1)
-                  if libc.prctl(PR_CAP_AMBIENT, ctypes.c_ulong(PR_CAP_AMBIENT_IS_SET), ctypes.c_ulong(cap), 0, 0) == 1)
+                  if libc.prctl(PR_CAP_AMBIENT, ctypes.c_ulong(PR_CAP_AMBIENT_IS_SET), ctypes.c_ulong(cap), 0, 0)
+                  == 1)
     return {"uids": os.getresuid(), "capabilities": {**sets, "bounding": bounding, "ambient": ambient},
-            "no_new_privs": libc.prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0), "seccomp": libc.prctl(PR_GET_SECCOMP, 0, 0, 0, 0)}
+            "no_new_privs": libc.prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0),
+            "seccomp": libc.prctl(PR_GET_SECCOMP, 0, 0, 0, 0)}
 
 
 class NotConfined(RuntimeError):
