@@ -54,9 +54,9 @@ def _flash(body, before=""):
     return code(before) + "def flash_attention(query, key, value, causal=False, block_size=128):\n" + lines
 
 
-@case(deserved={FLASH: _FULL_MATRIX_POINTS}, says={FLASH: (OUT_OF_BUDGET,)})
+@case(deserved={FLASH: _points(FLASH, 4 / 5.5)}, says={FLASH: (OUT_OF_BUDGET,)})
 def full_matrix_with_the_dispatch_modes_off(ctx):
-    """The whole (L, S) score matrix, built under torch.utils._python_dispatch._disable_current_modes(), where no mode sees it: the memory requirement fails."""
+    """The whole (L, S) score matrix, built under torch.utils._python_dispatch._disable_current_modes(), where no mode sees it: the memory requirement fails (and the device one: its tensors made on the meta device have no values)."""
     return _lesson_with(ctx, "08_modern_transformer", FLASH, _flash(
         "with _disable_current_modes():\n" + "".join("    " + line + "\n" for line in code(_FULL_MATRIX).splitlines()),
         before="from torch.utils._python_dispatch import _disable_current_modes\n"))
