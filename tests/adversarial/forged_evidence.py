@@ -114,6 +114,24 @@ def full_matrix_after_lifting_the_budget(ctx):
     ''') + "\n\n" + _flash(_FULL_MATRIX))
 
 
+@case(deserved={FLASH: _points(FLASH, 4 / 5.5)}, says={FLASH: (OUT_OF_BUDGET,)})
+def full_matrix_in_shared_anonymous_memory(ctx):
+    """The whole (L, S) score matrix written into an mmap.mmap(-1, n), shared anonymous memory, which RLIMIT_DATA does not count (only private writable mappings): the memory requirement fails (and the device one, the buffer is on the CPU)."""
+    return _lesson_with(ctx, "08_modern_transformer", FLASH, _flash('''
+        import mmap
+        L, S = query.size(-2), key.size(-2)
+        lead = query.shape[:-2]
+        buffer = mmap.mmap(-1, math.prod(lead) * L * S * query.element_size())
+        scores = torch.frombuffer(buffer, dtype=query.dtype).view(*lead, L, S)  # (..., L, S), outside the budget
+        torch.matmul(query / math.sqrt(query.size(-1)), key.transpose(-2, -1), out=scores)
+        if causal:
+            scores.masked_fill_(torch.ones(L, S, dtype=torch.bool, device=query.device).triu(S - L + 1), float("-inf"))
+        scores.sub_(scores.amax(dim=-1, keepdim=True).nan_to_num(0.0)).exp_()
+        scores.div_(scores.sum(dim=-1, keepdim=True).clamp_min(1e-30))
+        return scores @ value
+    '''))
+
+
 @case(deserved={FLASH: _FULL_MATRIX_POINTS}, says={FLASH: (OUT_OF_BUDGET,)})
 def row_at_a_time_attention(ctx):
     """Plain softmax attention one query row at a time (no online softmax, block_size unused), whose largest tensor is (..., 1, S): the memory requirement fails."""
