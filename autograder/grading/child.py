@@ -41,10 +41,17 @@ def _reference_callees(namespace, spec):
 
 def _limit_memory(budget):
     """The kernel's limit on this process's data: what it holds now (torch, the probes' inputs, the setup
-    cell's imports) plus ``budget`` bytes, for the answer cells and the checks. No student code has run
-    yet, and the limit can only be lowered from here on."""
+    cell's imports, what the probes' first operations load) plus ``budget`` bytes, for the answer cells
+    and the checks. No student code has run yet, and the limit can only be lowered from here on.
+    RLIMIT_DATA counts private writable memory only, so shared writable mappings (``mmap(-1, n)``, a
+    file in /dev/shm) are refused outright: no exercise needs one."""
     import resource
 
+    from ..checks.runner import warm_up
+    from .sandbox import confine
+
+    warm_up()
+    confine.refuse_shared_mappings()
     with open("/proc/self/status") as status:
         data = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData:"))
     limit = data + int(budget)

@@ -53,14 +53,16 @@ def _probes(name, hidden):
     return load_public_data(EXERCISES[name].name)[name]["probes"]
 
 
-def _report(name, probes, results, hidden):
+def _report(name, probes, results, hidden, source):
+    """The comparison of an exercise's results; ``source`` is its answer cell, which the rules read in the
+    code decide on (lesson 03's "no Python loops"), never anything the student's process reports."""
     if hidden:
         from ..checks.hidden import report_for
 
-        return report_for(name, probes, results)
+        return report_for(name, probes, results, source)
     data = load_public_data(EXERCISES[name].name)[name]
     return check_probes(name, probes, results, data["expected"], lambda i: data["mistakes"][i],
-                        Tolerance(*data["tolerance"]), data.get("requirements", ()))
+                        Tolerance(*data["tolerance"]), data.get("requirements", ()), source)
 
 
 def _callees(names, hidden):
@@ -120,7 +122,7 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
             grades[name] = ExerciseGrade(0, exercise.points, messages + [f"{name} is not defined after running its answer cell"])
             continue
         try:
-            report = _report(name, to_run[name], results, hidden)
+            report = _report(name, to_run[name], results, hidden, cells[name])
         except Exception as exc:  # results from the child are checked for form, not for every field
             messages.append(f"checking {name}: its results could not be compared ({exc.__class__.__name__}); "
                             "they are not what the grader's child writes")

@@ -114,9 +114,9 @@ def full_matrix_after_lifting_the_budget(ctx):
     ''') + "\n\n" + _flash(_FULL_MATRIX))
 
 
-@case(deserved={FLASH: _points(FLASH, 4 / 5.5)}, says={FLASH: (OUT_OF_BUDGET,)})
+@case(deserved={FLASH: 0}, says={FLASH: ("Operation not permitted",)})
 def full_matrix_in_shared_anonymous_memory(ctx):
-    """The whole (L, S) score matrix written into an mmap.mmap(-1, n), shared anonymous memory, which RLIMIT_DATA does not count (only private writable mappings): the memory requirement fails (and the device one, the buffer is on the CPU)."""
+    """The whole (L, S) score matrix written into an mmap.mmap(-1, n), shared anonymous memory, which RLIMIT_DATA does not count (only private writable mappings): a job held to a memory budget may map no shared memory, so every call raises, 0."""
     return _lesson_with(ctx, "08_modern_transformer", FLASH, _flash('''
         import mmap
         L, S = query.size(-2), key.size(-2)

@@ -24,6 +24,7 @@ CLONE_NEWCGROUP = 0x02000000
 NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 EVERY_NEW_NAMESPACE = NAMESPACES | CLONE_NEWCGROUP
 
+MAP_SHARED, MAP_SHARED_VALIDATE, MAP_TYPE = 0x01, 0x03, 0x0f  # mmap's flags: the mapping's type bits
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 ST_FLAGS = {os.ST_RDONLY: MS_RDONLY, os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC}
@@ -200,6 +201,17 @@ def seccomp_filter():
     except Exception:
         pass
     return rules
+
+
+def refuse_shared_mappings():
+    """One more seccomp filter (filters only add up): ``mmap`` of shared memory fails with EPERM. For a job
+    held to a memory budget, since RLIMIT_DATA counts private writable memory only."""
+    import pyseccomp as seccomp
+
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    for shared in (MAP_SHARED, MAP_SHARED_VALIDATE):
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), "mmap", seccomp.Arg(3, seccomp.MASKED_EQ, MAP_TYPE, shared))
+    rules.load()
 
 
 def held_privilege():
