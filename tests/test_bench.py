@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from autograder.curriculum import LESSONS
-from autograder.reversal import TrainingRun
+from lesson_tools.reversal import TrainingRun
 from bench import nn_speed, notebooks, reversal
 from bench.report import Row, summary
 
