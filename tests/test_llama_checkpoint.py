@@ -15,6 +15,7 @@ SHA256 = {
     "config.json": "49966cba3ed2f1dfb784195d736158f5cea34d24204d0467b094c5145a50de17",
     "model.safetensors": "3bf1b0272d476b2a2a7d5f76e14e24485ff79f69d605d13a2ca1ad3fa8f347cc",
     "tokenizer.json": "e4f1888054e27b540e3010b69bc0244fd1a44ceffedca731657b202295135d6d",
+    "tokenizer_config.json": "2f9f48684df3ba774d7482074a98b234716c0053bee1c6a81e2ece860d2ac621",
 }
 
 
@@ -57,3 +58,8 @@ def test_it_writes_like_shakespeare(prompt):
     assert sum(w.lower() in {"the", "and", "i", "to", "of", "my", "you", "a", "that", "in", "is", "not", "be", "me",
                              "with", "it", "your", "this", "his", "he", "for", "have", "but", "thou", "so", "lord"}
                for w in words) >= 3, text
+
+
+def test_its_chat_template_is_a_scene():
+    text = open_weights.chat_text([{"role": "user", "content": "Who art thou?"}])
+    assert text == "JULIET.\nWho art thou?\n\nROMEO.\n"

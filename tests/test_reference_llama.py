@@ -4,10 +4,8 @@ The proof of equality: tiny random Llama configs (multi-head, grouped-query and 
 attention; tied and untied heads; two rope_theta and two eps values) loaded into both models.
 Stock transformers computes the rotary angles and RMSNorm in float32 whatever the model's dtype,
 so in float64 the two agree to ~1e-7; with those two modules patched to run in the model's dtype
-(``in_model_dtype``), to 1e-10: the architecture is the same, operation for operation.
+(lesson_tools.open_weights.in_model_dtype), to 1e-10: the architecture is the same, operation for operation.
 """
-
-import types
 
 import pytest
 import torch
@@ -16,6 +14,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from autograder.reference import GroupedQueryAttention, generate
 from autograder.reference.llama import LlamaBlock, LlamaLM, cached_gqa_attention, load_llama_weights
 from autograder.reference.decoder import causal_mask
+from lesson_tools.open_weights import in_model_dtype
 
 from tests.reference_fixtures import _math_attention, _seed  # noqa: F401  (fixtures)
 
@@ -41,30 +40,6 @@ def hf_model(name, dtype=torch.float64, seed=0):
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.normal_(0.0, 0.3)
-    return model
-
-
-def _rotary_in_model_dtype(self, x, position_ids):
-    head_dim = self.inv_freq.numel() * 2
-    base = self.config.rope_parameters["rope_theta"]
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=x.device) / head_dim)
-    angles = position_ids[..., None].to(torch.float64) * inv_freq  # (B, T, D/2)
-    both = torch.cat([angles, angles], dim=-1)  # (B, T, D): the halves share their angles
-    return both.cos().to(x.dtype), both.sin().to(x.dtype)
-
-
-def _norm_in_model_dtype(self, x):
-    return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
-
-
-def in_model_dtype(model):
-    """The same transformers model with its rotary angles and RMSNorms computed in the model's dtype."""
-    for module in model.modules():
-        name = type(module).__name__
-        if name == "LlamaRotaryEmbedding":
-            module.forward = types.MethodType(_rotary_in_model_dtype, module)
-        elif name == "LlamaRMSNorm":
-            module.forward = types.MethodType(_norm_in_model_dtype, module)
     return model
 
 

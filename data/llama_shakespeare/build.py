@@ -1,7 +1,7 @@
 """Build the small Llama checkpoint that lesson 09 loads: a byte-level BPE tokenizer and a
 Llama-architecture model, both trained here on the course's Shakespeare text.
 
-    python data/llama_shakespeare/build.py            # (re)write config.json, model.safetensors, tokenizer.json
+    python data/llama_shakespeare/build.py            # (re)write config.json, model.safetensors, tokenizer*.json
     python data/llama_shakespeare/build.py --check    # rebuild in a temporary folder and compare
 
 The tokenizer is Hugging Face ``tokenizers``' byte-level BPE (GPT-2's and Llama 3's kind: any
@@ -30,6 +30,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 
 from lesson_tools.language_data import TrainConfig, load_text, split_text, train  # noqa: E402
+from lesson_tools.open_weights import PLAY_TEMPLATE  # noqa: E402
 
 SEED = 0
 VOCAB_SIZE = 1024
@@ -39,7 +40,7 @@ MODEL = dict(vocab_size=VOCAB_SIZE, hidden_size=128, num_attention_heads=4, num_
              num_hidden_layers=4, intermediate_size=352, max_position_embeddings=512, rms_norm_eps=1e-5,
              rope_theta=10000.0, tie_word_embeddings=True)
 RECIPE = TrainConfig(steps=500, batch_size=16, block_size=128, peak_lr=3e-3, warmup=50, num_threads=1)
-FILES = ("config.json", "model.safetensors", "tokenizer.json")
+FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 
 def train_tokenizer(text):
@@ -83,9 +84,17 @@ def build(folder, progress=True):
     model.eval().save_pretrained(folder, safe_serialization=True)
     (folder / "generation_config.json").unlink(missing_ok=True)  # the course samples with its own generate
     tokenizer.save(str(folder / "tokenizer.json"))
+    write_tokenizer_config(folder)
     return {"tokens": len(ids), "characters": len(train_text), "tokenizer_seconds": round(tokenizer_seconds, 1),
             "train_seconds": round(run.seconds, 1), "first_loss": round(run.losses[0], 3),
             "last_loss": round(sum(run.losses[-20:]) / 20, 3)}
+
+
+def write_tokenizer_config(folder):
+    """tokenizer_config.json: the special token and the chat template (a scene of a play), as on the hub."""
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": END_OF_TEXT, "eos_token": END_OF_TEXT,
+              "chat_template": PLAY_TEMPLATE}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
 def main(argv=None):
