@@ -53,12 +53,14 @@ def load_tokenizer(folder=CHECKPOINT):
     return Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
 
 
-def chat_text(messages, folder=CHECKPOINT):
+def chat_text(messages, folder=CHECKPOINT, template=None):
     """The text a chat model reads for ``messages`` ([{"role", "content"}]), ending where the model's
-    answer begins: the chat template of its tokenizer_config.json, rendered by transformers."""
+    answer begins: ``template`` (Jinja), by default the one in the checkpoint's tokenizer_config.json,
+    rendered by transformers."""
     from transformers import PreTrainedTokenizerFast
 
-    template = json.loads((Path(folder) / "tokenizer_config.json").read_text())["chat_template"]
+    if template is None:
+        template = json.loads((Path(folder) / "tokenizer_config.json").read_text())["chat_template"]
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(Path(folder) / "tokenizer.json"))
     return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False,
                                          add_generation_prompt=True)
