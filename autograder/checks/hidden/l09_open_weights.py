@@ -378,6 +378,9 @@ LOAD_MISTAKES = [
 REFUSE_HINT = ("a missing or unexpected tensor, or one of the wrong shape, must raise a ValueError naming it, "
                "before anything is copied: compare the checkpoint's names and shapes with the model's first")
 
+TIED_HINT = ("with a tied model (model.lm_head.weight is model.embed.weight) a checkpoint may have no lm_head.weight, "
+             "or one equal to the embedding: expect lm_head.weight only when the model is untied")
+
 LOAD_REQUIREMENTS = (
     Requirement("names", "copies every tensor to its parameter by name, whatever the checkpoint's order, "
                          "and returns the model", 1),
@@ -389,35 +392,38 @@ LOAD_REQUIREMENTS = (
 )
 
 
+# Heads of 8 rows at least: with D = 4 the permutation is its own inverse, and a num_heads grouping of
+# k_proj's rows can fall on whole heads. Grouped-query models in every requirement, so that a k_proj
+# mistake costs the same in the check as in the grade.
 def load_public_probes():
     return [
         *requiring("names", [
-            _load_probe("reversed", "vocab 11, d_model=8, H = H_kv = 2, 1 layer, untied, tensors in reverse order",
-                        11, 8, 2, 2, 1, 12, seed=41, order="reversed"),
+            _load_probe("reversed", "vocab 11, d_model=32, H=4, H_kv=2, 1 layer, untied, tensors in reverse order",
+                        11, 32, 4, 2, 1, 12, seed=41, order="reversed"),
         ]),
         *requiring("permutation", [
-            _load_probe("mha", "H = H_kv = 2, head size 4, 2 layers, untied", 11, 8, 2, 2, 2, 12, seed=42),
-            _load_probe("gqa", "H=4, H_kv=2, head size 4, 1 layer, untied", 11, 16, 4, 2, 1, 24, seed=43),
+            _load_probe("mha", "H = H_kv = 2, head size 8, 2 layers, untied", 11, 16, 2, 2, 2, 12, seed=42),
+            _load_probe("gqa", "H=4, H_kv=2, head size 8, 1 layer, untied", 11, 32, 4, 2, 1, 24, seed=43),
         ]),
         *requiring("tied", [
-            _load_probe("tied-absent", "tied, no lm_head.weight in the checkpoint", 11, 8, 2, 1, 1, 12, seed=44,
-                        head="absent"),
-            _load_probe("tied-equal", "tied, lm_head.weight equal to the embedding", 11, 8, 2, 1, 1, 12, seed=45,
-                        head="embedding"),
+            _load_probe("tied-absent", "tied, no lm_head.weight in the checkpoint, H=4, H_kv=2", 11, 32, 4, 2, 1, 12,
+                        seed=44, head="absent", fallback_hint=TIED_HINT),
+            _load_probe("tied-equal", "tied, lm_head.weight equal to the embedding, H=2, H_kv=1", 11, 16, 2, 1, 1, 12,
+                        seed=45, head="embedding", fallback_hint=TIED_HINT),
         ]),
         *requiring("refuses", [
-            _load_probe("missing", "model.layers.0.mlp.up_proj.weight missing", 11, 8, 2, 2, 1, 12, seed=46,
+            _load_probe("missing", "model.layers.0.mlp.up_proj.weight missing", 11, 16, 2, 2, 1, 12, seed=46,
                         edit=_without("model.layers.0.mlp.up_proj.weight"), hint=REFUSE_HINT),
             _load_probe("unexpected", "an unexpected model.layers.1.mlp.up_proj.weight (the model has 1 layer)",
-                        11, 8, 2, 2, 1, 12, seed=47, edit=_plus("model.layers.1.mlp.up_proj.weight", (12, 8)),
+                        11, 16, 2, 2, 1, 12, seed=47, edit=_plus("model.layers.1.mlp.up_proj.weight", (12, 16)),
                         hint=REFUSE_HINT),
-            _load_probe("shape", "model.layers.0.self_attn.k_proj.weight of shape (8, 8) for H_kv=1 (4, 8)",
-                        11, 8, 2, 1, 1, 12, seed=48, edit=_plus("model.layers.0.self_attn.k_proj.weight", (8, 8)),
+            _load_probe("shape", "model.layers.0.self_attn.k_proj.weight of shape (16, 16) for H_kv=1 (8, 16)",
+                        11, 16, 2, 1, 1, 12, seed=48, edit=_plus("model.layers.0.self_attn.k_proj.weight", (16, 16)),
                         hint=REFUSE_HINT),
         ]),
         *requiring("dtype", [
-            _load_probe("float32", "float32 model and checkpoint, H=4, H_kv=2", 11, 16, 4, 2, 1, 24, seed=49,
-                        dtype="float32"),
+            _load_probe("float32", "float32 model and checkpoint, H=4, H_kv=2, head size 8", 11, 32, 4, 2, 1, 24,
+                        seed=49, dtype="float32"),
         ]),
     ]
 
@@ -425,27 +431,27 @@ def load_public_probes():
 def load_hidden_probes(devices=("cpu",)):
     return load_public_probes() + [
         *requiring("names", [
-            _load_probe("reversed-2", "H=4, H_kv=2, 2 layers, tensors in reverse order", 13, 16, 4, 2, 2, 20,
-                        seed=51, order="reversed"),
+            _load_probe("reversed-2", "H=4, H_kv=2, head size 6, 2 layers, tensors in reverse order", 13, 24, 4, 2, 2,
+                        20, seed=51, order="reversed"),
         ]),
         *requiring("permutation", [
             _load_probe("mqa", "H=4, H_kv=1 (multi-query), head size 6, 2 layers", 13, 24, 4, 1, 2, 20, seed=52),
-            _load_probe("gqa-2", "H=6, H_kv=3, head size 4, 1 layer", 13, 24, 6, 3, 1, 20, seed=53),
+            _load_probe("gqa-2", "H=6, H_kv=3, head size 8, 1 layer", 13, 48, 6, 3, 1, 20, seed=53),
         ]),
         *requiring("tied", [
-            _load_probe("tied-absent-2", "tied, no lm_head.weight, H=4, H_kv=2, 2 layers", 13, 16, 4, 2, 2, 20,
-                        seed=54, head="absent"),
+            _load_probe("tied-absent-2", "tied, no lm_head.weight, H=4, H_kv=2, 2 layers", 13, 24, 4, 2, 2, 20,
+                        seed=54, head="absent", fallback_hint=TIED_HINT),
         ]),
         *requiring("refuses", [
-            _load_probe("missing-2", "model.norm.weight missing", 13, 16, 4, 2, 1, 20, seed=55,
+            _load_probe("missing-2", "model.norm.weight missing", 13, 24, 4, 2, 1, 20, seed=55,
                         edit=_without("model.norm.weight"), hint=REFUSE_HINT),
-            _load_probe("missing-head", "untied model, no lm_head.weight", 13, 16, 4, 2, 1, 20, seed=56,
+            _load_probe("missing-head", "untied model, no lm_head.weight", 13, 24, 4, 2, 1, 20, seed=56,
                         edit=_without("lm_head.weight"), hint=REFUSE_HINT),
-            _load_probe("shape-2", "model.layers.0.mlp.down_proj.weight transposed, (20, 16)", 13, 16, 4, 2, 1, 20,
-                        seed=57, edit=_plus("model.layers.0.mlp.down_proj.weight", (20, 16)), hint=REFUSE_HINT),
+            _load_probe("shape-2", "model.layers.0.mlp.down_proj.weight transposed, (20, 24)", 13, 24, 4, 2, 1, 20,
+                        seed=57, edit=_plus("model.layers.0.mlp.down_proj.weight", (20, 24)), hint=REFUSE_HINT),
         ]),
         *requiring("dtype", [
-            _load_probe("float32-2", "float32, H=4, H_kv=1, 2 layers", 13, 16, 4, 1, 2, 20, seed=58,
+            _load_probe("float32-2", "float32, H=4, H_kv=2, head size 6, 2 layers", 13, 24, 4, 2, 2, 20, seed=58,
                         dtype="float32"),
         ]),
     ]
@@ -538,25 +544,30 @@ def _gqa_probe(id, title, B, T_new, S_past, C, H, H_kv, seed, dtype="float32", r
     return function_probe(id, title, (attn, x_new, positions, *past), {}, ("out", "key", "value"), **extra)
 
 
+# Grouped-query attention (H=4, H_kv=2) in every requirement, so that a mistake with the heads costs the
+# same in the check as in the grade.
 def cached_public_probes():
     return [
         *requiring("first-call", [
-            _gqa_probe("prompt", "no past: 5 new tokens at positions 0 .. 4, H = H_kv = 2, d_model=8", 2, 5, 0, 8, 2, 2,
-                       seed=61),
+            _gqa_probe("prompt", "no past: 5 new tokens at positions 0 .. 4, H=4, H_kv=2, d_model=16", 2, 5, 0, 16, 4,
+                       2, seed=61),
         ]),
         *requiring("append", [
-            _gqa_probe("one-token", "1 new token at position 4 after 4 cached, H = H_kv = 2", 2, 1, 4, 8, 2, 2, seed=62),
+            _gqa_probe("one-token", "1 new token at position 4 after 4 cached, H=4, H_kv=2", 2, 1, 4, 16, 4, 2,
+                       seed=62),
         ]),
         *requiring("chunk", [
-            _gqa_probe("chunk", "3 new tokens at positions 3 .. 5 after 3 cached", 2, 3, 3, 8, 2, 2, seed=63),
+            _gqa_probe("chunk", "3 new tokens at positions 3 .. 5 after 3 cached, H=4, H_kv=2", 2, 3, 3, 16, 4, 2,
+                       seed=63),
         ]),
         *requiring("kv-heads", [
             _gqa_probe("gqa", "H=4, H_kv=2, 2 new tokens after 3 cached, d_model=16", 2, 2, 3, 16, 4, 2, seed=64),
             _gqa_probe("mqa", "H=4, H_kv=1, 1 new token after 5 cached, d_model=16", 1, 1, 5, 16, 4, 1, seed=65),
+            _gqa_probe("mha", "H = H_kv = 2, 2 new tokens after 2 cached, d_model=8", 2, 2, 2, 8, 2, 2, seed=69),
         ]),
         *requiring("rope-base", [
-            _gqa_probe("rope-base", "rope_base=100, 2 new tokens after 4 cached", 2, 2, 4, 8, 2, 1, seed=66,
-                       rope_base=100.0),
+            _gqa_probe("rope-base", "rope_base=100, 2 new tokens after 4 cached, H=4, H_kv=2", 2, 2, 4, 16, 4, 2,
+                       seed=66, rope_base=100.0),
         ]),
         *requiring("dtype-device", [
             _gqa_probe("float64", "float64, H=4, H_kv=2, 2 new after 3", 2, 2, 3, 16, 4, 2, seed=67, dtype="float64"),
@@ -568,10 +579,10 @@ def cached_public_probes():
 def cached_hidden_probes(devices=("cpu",)):
     return cached_public_probes() + [
         *requiring("first-call", [
-            _gqa_probe("prompt-2", "no past: 6 new tokens, H=4, H_kv=2, d_model=16", 1, 6, 0, 16, 4, 2, seed=71),
+            _gqa_probe("prompt-2", "no past: 6 new tokens, H=6, H_kv=3, d_model=24", 1, 6, 0, 24, 6, 3, seed=71),
         ]),
         *requiring("append", [
-            _gqa_probe("one-token-2", "1 new token after 9 cached, H = H_kv = 4, d_model=16", 3, 1, 9, 16, 4, 4,
+            _gqa_probe("one-token-2", "1 new token after 9 cached, H=4, H_kv=2, d_model=32", 3, 1, 9, 32, 4, 2,
                        seed=72),
         ]),
         *requiring("chunk", [
