@@ -140,7 +140,7 @@ BUGS = [
         "rotary=True,\n                                          rope_base=rope_base)", "rotary=True)")),
         names="rope_base is not passed to the attention"),
     Bug("LlamaBlock", "the mask made on the CPU", edited(_BLOCK, (
-        "causal_mask(x.size(1), device=x.device)", "causal_mask(x.size(1))"))),
+        "causal_mask(x.size(1), device=x.device)", "causal_mask(x.size(1))")), names="meta device"),
 
     # ------------------------------------------------------------------ LlamaLM
     Bug("LlamaLM", "embedding scaled by sqrt(d_model)", edited(_LM, (
@@ -227,7 +227,8 @@ def load_llama_weights(model, state_dict):
     Bug("cached_gqa_attention", "keys rotated after the cache, the past ones twice", edited(_CACHED, (
         "    k = apply_rotary(k, positions, attn.rope_base)\n", ""), (
         "    T_new, S = q.size(2), k.size(2)\n", "    T_new, S = q.size(2), k.size(2)\n"
-        "    k = apply_rotary(k, torch.arange(S, device=k.device), attn.rope_base)\n"))),
+        "    k = apply_rotary(k, torch.arange(S, device=k.device), attn.rope_base)\n")),
+        names="the cached keys are rotated a second time"),
     Bug("cached_gqa_attention", "the mask made on the CPU", edited(_CACHED, (
-        "dtype=torch.bool, device=x_new.device)", "dtype=torch.bool)"))),
+        "dtype=torch.bool, device=x_new.device)", "dtype=torch.bool)")), names="meta device"),
 ]

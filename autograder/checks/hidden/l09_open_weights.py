@@ -466,7 +466,9 @@ def _cached(attn, x_new, positions, past_key=None, past_value=None, variant=None
     q = split_heads(attn.q_proj(x_new), attn.num_heads)
     k = split_heads(attn.k_proj(x_new), attn.num_kv_heads)
     v = split_heads(attn.v_proj(x_new), attn.num_kv_heads)
-    if variant != "no-rotary":
+    if variant == "rotate-after-cache":
+        q = apply_rotary(q, at, base)
+    elif variant != "no-rotary":
         q, k = apply_rotary(q, at, base), apply_rotary(k, at, base)
     if variant == "values-rotated":
         v = apply_rotary(v, at, base)
@@ -477,6 +479,8 @@ def _cached(attn, x_new, positions, past_key=None, past_value=None, variant=None
     if past_key is not None:
         k, v = torch.cat([past_key, k], dim=2), torch.cat([past_value, v], dim=2)
     T_new, S = q.size(2), k.size(2)
+    if variant == "rotate-after-cache":  # every key rotated at its position, the cached ones a second time
+        k = apply_rotary(k, torch.arange(S, device=k.device), base)
     diagonal = 1 if variant == "top-left" else S - T_new + 1
     mask = torch.ones(T_new, S, dtype=torch.bool, device=x_new.device).triu(diagonal=diagonal)
     repeat = (lambda t: t) if variant == "cache-all-heads" else (
@@ -502,6 +506,8 @@ CACHED_MISTAKES = [
     ("the queries and keys are not rotated: apply_rotary(q, positions, attn.rope_base), and the same for the keys "
      "before they are cached", _cached_mistake("no-rotary")),
     ("the values are rotated too: apply_rotary goes on the queries and the keys only", _cached_mistake("values-rotated")),
+    ("the cached keys are rotated a second time: rotate only the new keys, at positions, before appending them; "
+     "past_key holds keys already rotated", _cached_mistake("rotate-after-cache")),
     ("attn.rope_base is not passed to apply_rotary: apply_rotary(q, positions, attn.rope_base)",
      _cached_mistake("base-ignored")),
     ("the mask is aligned at the top left: new token i is at position S_past + i and sees positions 0 .. S_past + i, "
