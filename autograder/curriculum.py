@@ -51,6 +51,12 @@ _TRANSFORMER_BUILTINS = _ATTENTION_BUILTINS + (
     "_transformer_encoder_layer_fwd",
 )
 
+# Lesson 09 loads a transformers checkpoint: its modelling code would be the answer itself.
+_TRANSFORMERS_MODELLING = ("transformers", "LlamaForCausalLM", "LlamaModel", "LlamaDecoderLayer", "LlamaAttention",
+                           "LlamaRMSNorm", "LlamaRotaryEmbedding", "apply_rotary_pos_emb", "AutoModel",
+                           "AutoModelForCausalLM")
+_LLAMA_BUILTINS = _ATTENTION_BUILTINS + _TRANSFORMERS_MODELLING + ("RMSNorm", "rms_norm")
+
 LESSONS = {
     lesson.name: lesson
     for lesson in (
@@ -102,6 +108,13 @@ LESSONS = {
             Exercise("GroupedQueryAttention", 3, "module", _ATTENTION_BUILTINS, calls=("apply_rotary",)),
             Exercise("flash_attention", 3, "function", _ATTENTION_BUILTINS),
         ), data_files=("data/shakespeare/shakespeare.txt",)),
+        Lesson("09_open_weights", "Open weights", "llama", (
+            Exercise("LlamaBlock", 2, "module", _LLAMA_BUILTINS),
+            Exercise("LlamaLM", 2, "module", _LLAMA_BUILTINS, calls=("LlamaBlock",)),
+            Exercise("load_llama_weights", 3, "function", _LLAMA_BUILTINS),
+            Exercise("cached_gqa_attention", 3, "function", _LLAMA_BUILTINS),
+        ), data_files=("data/llama_shakespeare/config.json", "data/llama_shakespeare/model.safetensors",
+                       "data/llama_shakespeare/tokenizer.json", "data/llama_shakespeare/tokenizer_config.json")),
     )
 }
 

@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 
 from .curriculum import LESSONS, lessons_before
-from .release import PACKAGE, REPO, STUDENT_FILES, pinned_lines, reference_init, select_lessons
+from .release import LESSON_TOOLS, PACKAGE, REPO, STUDENT_FILES, pinned_lines, reference_init, select_lessons
 
 # What the grader's machine needs: torch and numpy for the checks, and what the lessons' setup
 # cells import (matplotlib; tqdm through lesson 06's training code). Pinned as in requirements.txt.
@@ -80,12 +80,14 @@ def write_autograder(lesson, root, visibility="visible"):
     graded = lessons_before(lesson) + [lesson]
     for relative in STUDENT_FILES + GRADER_FILES + (f"checks/hidden/l{lesson.name}.py",):
         _copy(package / relative, root)
+    for path in sorted(LESSON_TOOLS.glob("*.py")):  # lesson 07's reference imports its tokenizer from there
+        _copy(path.relative_to(REPO), root)
     for other in graded:
         _copy(package / "reference" / f"{other.reference_module}.py", root)
         if (PACKAGE / "checks" / "data" / f"{other.name}.pt").exists():
             _copy(package / "checks" / "data" / f"{other.name}.pt", root)
     (root / package / "reference" / "__init__.py").write_text(reference_init(graded))
-    for relative in lesson.data_files:  # the text lessons 07 and 08 read, where the package looks for it
+    for relative in lesson.data_files:  # the text lessons 07 and 08 read, lesson 09's checkpoint
         _copy(relative, root)
     # The lesson's student notebook, for its setup cell (the grader runs the course's, not the student's).
     _copy(f"lessons/{lesson.name}/{lesson.name}.ipynb", root)

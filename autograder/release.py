@@ -21,13 +21,13 @@ from .curriculum import INTRODUCTION, LESSONS, lessons_before
 PACKAGE = Path(__file__).resolve().parent
 REPO = PACKAGE.parent
 
-# The package's own files a student may have: the public checks, the runner, the CLI's
-# `check`, lesson 06's training task and lesson 07's text, tokenizer and training loop (which use
-# no reference a student isn't allowed). Everything else (reference/, checks/hidden/, solutions) is added selectively or never.
+# The package's own files a student may have: the public checks, the runner (and the stand-ins it
+# builds for lesson 09's probes), the CLI's `check`. Everything else (reference/, checks/hidden/,
+# solutions) is added selectively or never.
 STUDENT_FILES = (
-    "__init__.py", "__main__.py", "curriculum.py", "release.py", "reversal.py", "language_data.py",
-    "checks/__init__.py", "checks/runner.py", "checks/compare.py", "checks/properties.py",
-    "checks/public.py", "checks/forbidden.py", "checks/static.py",
+    "__init__.py", "__main__.py", "curriculum.py", "release.py",
+    "checks/__init__.py", "checks/runner.py", "checks/llama_fixtures.py", "checks/compare.py",
+    "checks/properties.py", "checks/public.py", "checks/forbidden.py", "checks/static.py",
     "grading/__init__.py", "grading/child.py", "grading/grade.py", "grading/notebook.py", "grading/progress.py",
     "grading/sandbox/__init__.py", "grading/sandbox/confine.py", "grading/sandbox/jail.py",
     "grading/sandbox/readback.py", "grading/sandbox/warm.py",
@@ -39,7 +39,12 @@ STUDENT_FILES = (
 # says why its version matters. The versions come from requirements.txt, the one list of pins;
 # nbgrader and the project's test tools stay out. tests/test_release.py proves that every import
 # in a bundle is satisfied by these.
-STUDENT_PACKAGES = ("torch", "numpy", "matplotlib", "tqdm", "jupyterlab", "ipykernel", "jsonschema", "pyseccomp")
+# Lesson 09 reads a checkpoint with safetensors and tokenizers and compares with transformers.
+STUDENT_PACKAGES = ("torch", "numpy", "matplotlib", "tqdm", "transformers", "tokenizers", "safetensors", "jupyterlab",
+                    "ipykernel", "jsonschema", "pyseccomp")
+# What the lessons give around the model (lesson 06's task, lesson 07's text and training loop, lesson
+# 09's checkpoint files' readers): every student has all of it; it uses no reference a student lacks.
+LESSON_TOOLS = REPO / "lesson_tools"
 
 
 def reference_init(lessons):
@@ -54,7 +59,10 @@ def reference_init(lessons):
 
 
 def write_student_package(lesson, dest):
-    """Write ``dest/autograder``: the package as a student of ``lesson`` may have it."""
+    """Write ``dest/autograder``, the package as a student of ``lesson`` may have it, and beside it
+    ``dest/lesson_tools``."""
+    shutil.copytree(LESSON_TOOLS, Path(dest) / "lesson_tools", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
     root = Path(dest) / "autograder"
     for relative in STUDENT_FILES:
         source = PACKAGE / relative

@@ -11,7 +11,9 @@ three seeds, bench/reversal.py), class (a class of 100 students x every lesson g
 `autograder autograde`, with warm servers, and 8 of them with fresh interpreters;
 bench/class_grading.py), nn (reference vs torch.nn speed, bench/nn_speed.py), modern
 (lesson 08's block-wise attention: error, memory, speed; bench/modern.py), lm (lesson 07's
-language model: training over the seeds, the KV cache's speed-up, a sample; bench/language_model.py). Each
+language model: training over the seeds, the KV cache's speed-up, a sample; bench/language_model.py),
+open (lesson 09's Llama on the shipped checkpoint: logits against transformers in float32 and
+float64, 256 tokens with and without the cache and transformers' own generate; bench/open_weights.py). Each
 prints its details as it goes; the summary table at the end has one row per figure.
 Nothing is asserted. The slow nbgrader-vs-trusted comparison is separate: bench/grading.py
 (`make bench-grading`).
@@ -25,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's autograder, installed or not
 
-from bench import class_grading, language_model, modern, nn_speed, notebooks, reversal  # noqa: E402
+from bench import class_grading, language_model, modern, nn_speed, notebooks, open_weights, reversal  # noqa: E402
 from bench.report import load_text, machine, summary  # noqa: E402
 
-SECTIONS = ("nbval", "grade", "class", "reversal", "lm", "nn", "modern")
+SECTIONS = ("nbval", "grade", "class", "reversal", "lm", "nn", "modern", "open")
 
 
 def main(argv=None):
@@ -42,11 +44,13 @@ def main(argv=None):
     class_grading.add_arguments(parser)
     nn_speed.add_arguments(parser)
     modern.add_arguments(parser)
+    open_weights.add_arguments(parser)
     args = parser.parse_args(argv)
     notebooks.quicken(args)
     class_grading.quicken(args)
     nn_speed.quicken(args)
     modern.quicken(args)
+    open_weights.quicken(args)
     if args.quick and args.seeds == [0, 1, 2]:
         args.seeds = [0]
 
@@ -71,8 +75,10 @@ def main(argv=None):
                 ["--seeds", *map(str, args.seeds)] + (["--quick"] if args.quick else [])))
         elif section == "nn":
             found += nn_speed.run(args)
-        else:
+        elif section == "modern":
             found += modern.run(args)
+        else:
+            found += open_weights.run(args)
     minutes = (time.perf_counter() - started) / 60
     print("\n=== summary " + "=" * 60)
     print(f"{machine()}; {load_text()} at the end; {minutes:.1f} min in all")

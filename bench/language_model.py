@@ -31,13 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout'
 
 import torch  # noqa: E402
 
-from autograder import language_data  # noqa: E402
+from lesson_tools import language_data  # noqa: E402
 from autograder.reference.language_model import DecoderOnlyLM, generate, perplexity  # noqa: E402
 from bench.report import Row, load, machine  # noqa: E402
 
 GOAL_NATS, GOAL_SECONDS, GOAL_SPEEDUP = 1.75, 90.0, 5.0
 
-# The lesson's model and recipe (autograder/language_data.py), on two threads here.
+# The lesson's model and recipe (lesson_tools/language_data.py), on two threads here.
 MODEL = language_data.LESSON_MODEL
 BENCH_CONFIG = dataclasses.replace(language_data.TrainConfig(), num_threads=2)
 CACHE_LENGTH = 1024

@@ -1,6 +1,6 @@
 """Benchmark: train lesson 06's Transformer on sequence reversal with three seeds.
 
-    python bench/reversal.py                          # the defaults of autograder/reversal.py
+    python bench/reversal.py                          # the defaults of lesson_tools/reversal.py
     python bench/reversal.py --seeds 0 1 2 3 4        # more seeds
     python bench/reversal.py --threads 2              # two intra-op threads instead of one
     python bench/reversal.py --schedule noam          # the paper's schedule, same peak rate
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's autograder, installed or not
 
-from autograder.reversal import ReversalConfig, build_model, train  # noqa: E402
+from lesson_tools.reversal import ReversalConfig, build_model, train  # noqa: E402
 from bench.report import Row, load, machine  # noqa: E402
 
 GOAL_ACCURACY, GOAL_SECONDS = 0.99, 60.0

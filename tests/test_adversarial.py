@@ -74,6 +74,7 @@ def _context(case, base, made):
     if case.place == "course":  # a copy of the repository, used as the course folder as `make autograde` does
         ignore = shutil.ignore_patterns("__pycache__")
         shutil.copytree(REPO / "autograder", course / "autograder", ignore=ignore)
+        shutil.copytree(REPO / "lesson_tools", course / "lesson_tools", ignore=ignore)  # the student package's too
         shutil.copytree(REPO / "solutions" / LESSON.name, course / "solutions" / LESSON.name, ignore=ignore)
         shutil.copy(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
     _gradebook(course / "gradebook.db")

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from autograder.curriculum import LESSONS
-from autograder.reversal import TrainingRun
+from lesson_tools.reversal import TrainingRun
 from bench import nn_speed, notebooks, reversal
 from bench.report import Row, summary
 
@@ -75,3 +75,11 @@ def test_the_class_bench_flags_a_score_that_does_not_fit_its_kind():
     assert wrong_scores(fine, students) == []
     assert wrong_scores({**fine, ("01_self_attention", "s000"): 9.5}, students) == ["s000 01_self_attention (correct): 9.5"]
     assert wrong_scores({**fine, ("01_self_attention", "s001"): 2.0}, students) == ["s001 01_self_attention (stub): 2"]
+
+
+def test_the_open_weights_bench_gives_the_equality_figures():
+    from bench import open_weights
+
+    rows = open_weights.equality_rows()
+    figures = [float(row.figure) for row in rows]
+    assert len(rows) == 3 and figures[0] < 1e-4 and figures[1] < 1e-5 and figures[2] < 1e-10

@@ -307,6 +307,7 @@ PROMISED_PICTURES = {
     "06_full_model": [("plot", "loss"), ("plot", "learning rate")],
     "07_language_model": [("plot", "loss"), ("imshow", "attention"), ("plot", "cache")],
     "08_modern_transformer": [("plot", "loss"), ("loglog", "memory"), ("plot", "distance")],
+    "09_open_weights": [("plot", "permutation"), ("bar", "cache")],
 }
 
 

@@ -391,3 +391,16 @@ def test_the_recorder_sees_the_same_on_real_tensors():
         shapes[device] = recorded(flash_attention, q, k, v, causal=True, block_size=64).made
     assert shapes["cpu"] == shapes["meta"] and len(shapes["cpu"]) > 5 * 10  # 5 blocks, several ops each
     assert max(math.prod(s) for _, s in shapes["cpu"]) == 2 * 300 * 64
+
+
+def test_gqa_passes_rope_base_to_apply_rotary():
+    attn = GroupedQueryAttention(16, 4, 2, rope_base=500.0).double()
+    assert (attn.num_heads, attn.num_kv_heads, attn.rope_base) == (4, 2, 500.0)
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    q = apply_rotary(split_heads(attn.q_proj(x), 4), None, 500.0)  # (B, H, T, D)
+    k = apply_rotary(split_heads(attn.k_proj(x), 2), None, 500.0).repeat_interleave(2, dim=1)  # (B, H, T, D)
+    expected = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1)  # D = 4
+    assert_close(attn(x)[1], expected)
+    default_base = GroupedQueryAttention(16, 4, 2).double()
+    default_base.load_state_dict(attn.state_dict())
+    assert not torch.allclose(default_base(x)[1], attn(x)[1])  # the probe can tell the bases apart

@@ -71,6 +71,7 @@ def assert_no_solution_lines(texts, number, allowed=()):
     """
     # The given code every bundle ships (lesson 06's and 07's training helpers) gives nothing away either.
     given = [f"autograder/{name}" for name in STUDENT_FILES if not name.startswith(("checks/", "grading/"))]
+    given += [f"lesson_tools/{path.name}" for path in sorted((REPO / "lesson_tools").glob("*.py"))]
     earlier = "\n".join((REPO / name).read_text() for name in [*allowed, *given])
     for later in LESSONS:
         if LESSONS[later].number >= number and later in lessons_with_sources():
@@ -229,6 +230,6 @@ def test_every_import_in_a_bundle_is_satisfied_by_its_requirements(release, less
     assert "nbgrader" not in installed and "pytest" not in installed and "playwright" not in installed
     providers = metadata.packages_distributions()
     missing = {module: where for module, where in imported_modules(folder).items()
-               if module not in sys.stdlib_module_names and module != "autograder"
+               if module not in sys.stdlib_module_names and module not in ("autograder", "lesson_tools")
                and not {canonicalize_name(d) for d in providers.get(module, [])} & installed}
     assert not missing, f"imported by {lesson}'s bundle, installed by none of its requirements: {missing}"

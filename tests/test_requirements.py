@@ -121,10 +121,25 @@ def split_heads(x, num_heads):
     return x.reshape(B, T, num_heads, C // num_heads)
 '''
 
+POST_NORM_BLOCK = '''
+class LlamaBlock(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff, eps=1e-6, rope_base=10000.0):
+        super().__init__()
+        self.attn_norm = RMSNorm(d_model, eps)
+        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads, bias=False, rope_base=rope_base)
+        self.ffn_norm = RMSNorm(d_model, eps)
+        self.ffn = SwiGLU(d_model, d_ff, bias=False)
+
+    def forward(self, x, positions=None):
+        h = self.attn_norm(x + self.attn(x, attn_mask=causal_mask(x.size(1), device=x.device), positions=positions)[0])
+        return self.ffn_norm(h + self.ffn(h))
+'''
+
 
 @pytest.mark.parametrize("lesson, broken, source, caller", [
     ("01_self_attention", "scaled_dot_product_attention", WRONG_DIM_SDPA, "SelfAttention"),
     ("02_multi_head_attention", "split_heads", TRANSPOSE_FORGOTTEN_SPLIT, "MultiHeadAttention"),
+    ("09_open_weights", "LlamaBlock", POST_NORM_BLOCK, "LlamaLM"),
 ])
 def test_one_wrong_function_costs_only_its_own_points(tmp_path, lesson, broken, source, caller):
     path = _notebook(tmp_path, lesson, {broken: source})

@@ -1,4 +1,4 @@
-"""The sequence-reversal task of lesson 06 (autograder/reversal.py): batches, accuracy, schedule, training.
+"""The sequence-reversal task of lesson 06 (lesson_tools/reversal.py): batches, accuracy, schedule, training.
 
 Fast tests only; the full training run is measured by bench/reversal.py, not here.
 """
@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from autograder import reversal
+from lesson_tools import reversal
 from autograder.reference import noam_lr
-from autograder.reversal import BOS, EOS, PAD, ReversalConfig
+from lesson_tools.reversal import BOS, EOS, PAD, ReversalConfig
 
 TINY = ReversalConfig(num_symbols=4, min_len=3, max_len=5, d_model=16, num_heads=2, num_layers=1, d_ff=32,
                       batch_size=32, steps=40, warmup=10, peak_lr=1e-2, num_test=50)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import language_data
+from lesson_tools import language_data
 
 REPO = Path(__file__).resolve().parents[1]
 FOLDER = REPO / "data" / "shakespeare"

@@ -23,6 +23,8 @@ A probe is a plain dict:
     expect_error     the name of the exception the call should raise, or None
     records          the keys of a fixture's record (e.g. ScriptedModel.calls) this probe checks;
                      None: every key (a probe checks what its requirement is about)
+    returned_parameters  the call returns a module (a model it filled): its parameters, in order, are the
+                     outputs (lesson 09's load_llama_weights)
     default_dtype    "float64": run the call with that as torch's default dtype (for code that must
                      follow torch.get_default_dtype())
     count_ops        count what the call costs, returned as "op_count": {"operations": the tensor
@@ -48,6 +50,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
+
+from .llama_fixtures import GQAProjections, LlamaShell
 
 PLAIN_TYPES = (int, float, bool, str, type(None))
 
@@ -233,6 +237,8 @@ def _seeded_generator(seed):
 FIXTURES = {
     "tiny_lm": TinyLM,
     "attention_projections": AttentionProjections,
+    "gqa_projections": GQAProjections,
+    "llama_shell": LlamaShell,
     "generator": _seeded_generator,  # a torch.Generator, for sampling
     "scripted_model": ScriptedModel,
     "shared_weights_model": SharedWeightsModel,
@@ -582,6 +588,8 @@ def run_probe(obj, probe):
         call = getattr(target, method) if method and probe.get("construct") is not None else target
         with torch.set_grad_enabled(grad_outputs is not None or torch.is_grad_enabled()), _watched(probe, result):
             returned = call(*args, **kwargs)
+        if probe.get("returned_parameters") and isinstance(returned, nn.Module):
+            returned = [p for _, p in returned.named_parameters()]  # a tied weight once
         outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
         if grad_outputs is not None:
             loss = 0

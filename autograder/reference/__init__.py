@@ -15,6 +15,7 @@ from .language_model import (
     next_token_probs,
     perplexity,
 )
+from .llama import LlamaBlock, LlamaLM, cached_gqa_attention, load_llama_weights
 from .model import Transformer, count_parameters, greedy_decode, noam_lr
 from .modern import GroupedQueryAttention, RMSNorm, SwiGLU, apply_rotary, flash_attention
 from .multihead import MultiHeadAttention, merge_heads, split_heads
@@ -36,4 +37,5 @@ __all__ = [
     "Transformer", "count_parameters", "noam_lr", "greedy_decode",
     "make_lm_examples", "DecoderOnlyLM", "cached_self_attention", "next_token_probs", "generate", "perplexity",
     "RMSNorm", "SwiGLU", "apply_rotary", "GroupedQueryAttention", "flash_attention",
+    "LlamaBlock", "LlamaLM", "load_llama_weights", "cached_gqa_attention",
 ]

@@ -2,7 +2,7 @@
 
 Built from the earlier lessons' pieces: a decoder-only block is lesson 04's encoder layer run
 with lesson 05's causal mask. ``CharTokenizer`` is given to the student (it lives in
-autograder/language_data.py, which a class receives) and is re-exported here.
+lesson_tools/language_data.py, which a class receives) and is re-exported here.
 """
 
 import math
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..language_data import CharTokenizer
+from lesson_tools.language_data import CharTokenizer
 from .attention import scaled_dot_product_attention
 from .decoder import causal_mask
 from .encoder import EncoderLayer

@@ -66,10 +66,11 @@ class GroupedQueryAttention(nn.Module):
 
     num_kv_heads == num_heads is multi-head attention, num_kv_heads == 1 multi-query attention.
     Query head h reads key/value head h // (num_heads // num_kv_heads): neighbouring query heads
-    form a group. With ``rotary``, queries and keys are rotated by apply_rotary, per head.
+    form a group. With ``rotary``, queries and keys are rotated by apply_rotary, per head, with
+    ``rope_base`` as its base.
     """
 
-    def __init__(self, d_model, num_heads, num_kv_heads, bias=False, rotary=True):
+    def __init__(self, d_model, num_heads, num_kv_heads, bias=False, rotary=True, rope_base=10000.0):
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
@@ -81,6 +82,7 @@ class GroupedQueryAttention(nn.Module):
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.rotary = rotary
+        self.rope_base = rope_base  # Llama 2 uses 10 000, Llama 3 500 000: the longest wavelength grows with it
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
@@ -95,8 +97,8 @@ class GroupedQueryAttention(nn.Module):
         k = split_heads(self.k_proj(x), self.num_kv_heads)  # (B, H_kv, T, D)
         v = split_heads(self.v_proj(x), self.num_kv_heads)  # (B, H_kv, T, D)
         if self.rotary:  # positions enter the scores through queries and keys; values stay as they are
-            q = apply_rotary(q, positions)  # (B, H, T, D)
-            k = apply_rotary(k, positions)  # (B, H_kv, T, D)
+            q = apply_rotary(q, positions, self.rope_base)  # (B, H, T, D)
+            k = apply_rotary(k, positions, self.rope_base)  # (B, H_kv, T, D)
         # Each kv head serves a group of neighbouring query heads: [k0, k0, k1, k1] for 4 query heads
         # over 2 kv heads. A KV cache keeps only the H_kv heads; the copies here are for the arithmetic.
         group = self.num_heads // self.num_kv_heads

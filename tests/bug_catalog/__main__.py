@@ -1,6 +1,7 @@
 """How well the checks know the catalogued wrong answers, per exercise and in all.
 
-    python -m tests.bug_catalog
+    python -m tests.bug_catalog                  every lesson
+    python -m tests.bug_catalog 09 08_modern_transformer   only these lessons (numbers or names)
 
 For each exercise: how many catalogued bugs the public and the hidden checks catch; how many
 of them the first failing message names (the bug's ``names`` phrase is in the reported likely
@@ -8,13 +9,15 @@ mistake; target ≥ 95 %); and on how many of those the public check catches, th
 check gives the same score as the grade ("the public check predicts the grade").
 """
 
+import argparse
 import contextlib
 import io
 from collections import Counter
 
 from autograder.checks.hidden import hidden_report
 from autograder.checks.public import public_report
-from autograder.curriculum import LESSONS
+from autograder.curriculum import LESSONS, lesson_of
+from autograder.release import select_lessons
 
 from . import all_bugs, load
 
@@ -30,10 +33,15 @@ def named(bug, report):
     return bool(bug.names) and bug.names in likely
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tests.bug_catalog", description=__doc__.split("\n\n")[0])
+    parser.add_argument("lessons", nargs="*", help="only these lessons, by number (09) or name (default: all)")
+    chosen = {lesson.name for lesson in select_lessons(parser.parse_args(argv).lessons)}
     counts = {key: Counter() for key in ("bugs", "public", "hidden", "named", "visible", "same score")}
     unnamed, disagreeing = [], []
     for prelude, bug in all_bugs():
+        if lesson_of(bug.exercise).name not in chosen:
+            continue
         public, hidden = outcome(bug, prelude)
         points = LESSONS[next(l for l in LESSONS if bug.exercise in {e.name for e in LESSONS[l].exercises})] \
             .exercise(bug.exercise).points
@@ -53,6 +61,8 @@ def main():
     columns = list(counts)
     print(f"{'exercise':<32} " + " ".join(f"{c:>10}" for c in columns))
     for lesson in LESSONS.values():
+        if lesson.name not in chosen:
+            continue
         for exercise in lesson.exercises:
             print(f"{exercise.name:<32} " + " ".join(f"{counts[c][exercise.name]:>10}" for c in columns))
     totals = {c: sum(counts[c].values()) for c in columns}

@@ -10,7 +10,7 @@ model that has learned the task shows it plainly: its cross-attention is anti-di
 Every string has length ``min_len`` to ``max_len``; shorter ones are padded, so the padding
 masks of lesson 05 are used for real.
 
-    from autograder.reversal import ReversalConfig, build_model, train
+    from lesson_tools.reversal import ReversalConfig, build_model, train
     config = ReversalConfig()
     model = build_model(config)            # the reference Transformer, or pass your own class
     history = train(model, config, seed=0)
@@ -19,13 +19,14 @@ masks of lesson 05 are used for real.
 ``bench/reversal.py`` trains it with three seeds and reports times and accuracies.
 """
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
+
+from .threads import cpu_threads
 
 
 def _reference(name):
@@ -35,7 +36,7 @@ def _reference(name):
     so there the student's own code is used, and a missing piece says so.
     """
     try:
-        from . import reference
+        from autograder import reference
     except ImportError:  # the release of lesson 01 has no reference at all
         reference = None
     if not hasattr(reference, name):
@@ -213,24 +214,6 @@ def learning_rate(step, config):
     if step <= config.warmup:
         return config.peak_lr * step / config.warmup
     return config.peak_lr * (config.steps + 1 - step) / (config.steps + 1 - config.warmup)  # down to 0 after the last
-
-
-@contextlib.contextmanager
-def cpu_threads(n):
-    """Use n intra-op CPU threads for a while (None: no change), then restore PyTorch's setting.
-
-    A step here is thousands of operations on tiny tensors. A second thread makes them about
-    1.6x faster on an idle two-core machine, but when another process takes a core, every one
-    of those operations waits for the thread that is not running, and a step gets ten times
-    slower or worse. One thread degrades gracefully, so it is the default.
-    """
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def train(model, config, seed=0, decode=None, progress=True, test_set=None):

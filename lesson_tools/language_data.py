@@ -1,6 +1,6 @@
 """Lesson 07's text and what the lesson gives around the model: tokenizer, split, batches, training.
 
-    from autograder import language_data as data
+    from lesson_tools import language_data as data
     text = data.load_text()                                 # Shakespeare's 37 plays, 4.8M characters
     tokenizer = data.CharTokenizer(text)                    # one token per distinct character: 82
     train_text, val_text = data.split_text(text)            # the last 10 % of the characters validate
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .reversal import cpu_threads
+from .threads import cpu_threads
 
 TEXT_PATH = Path(__file__).resolve().parent.parent / "data" / "shakespeare" / "shakespeare.txt"
 VALIDATION_FRACTION = 0.1
@@ -116,7 +116,7 @@ class TrainConfig:
     weight_decay: float = 0.1  # on the matrices only, not on biases and LayerNorms
     betas: tuple = (0.9, 0.99)
     grad_clip: float = 1.0  # the gradient's norm is clipped to this (None: no clipping)
-    num_threads: int = 1  # CPU threads while training (None: leave PyTorch's setting alone); see reversal.cpu_threads
+    num_threads: int = 1  # CPU threads while training (None: leave PyTorch's setting alone); see threads.cpu_threads
 
 
 @dataclass
