@@ -2,6 +2,7 @@
 
 import ast
 import contextlib
+import functools
 import inspect
 import textwrap
 
@@ -133,8 +134,43 @@ def _refuse_anywhere(*args, **kwargs):
                        "while grading")
 
 
+@functools.lru_cache(maxsize=None)
+def _operators_like(name):
+    """The aten operators (with their overloads) named like ``name``."""
+    import torch
+
+    return tuple(sorted(qualified[len("aten::"):] for qualified in torch._C._dispatch_get_all_op_names()
+                        if qualified.startswith("aten::")
+                        and named_like(qualified[len("aten::"):].split(".")[0], name)))
+
+
+@functools.lru_cache(maxsize=None)
+def _python_objects_like(name):
+    """The functions and classes of torch and torch.nn (every submodule loaded) named like ``name``."""
+    import sys
+    import types
+
+    found = {}
+    for key, module in list(sys.modules.items()):
+        if key == "torch" or key.startswith(("torch.nn.", "torch.functional")):
+            for attribute, value in list(vars(module).items()):
+                if isinstance(value, (types.FunctionType, type)) and named_like(attribute, name):
+                    found[id(value)] = value
+    return tuple(found.values())
+
+
+def prepare(names):
+    """Find, once, what ``block_for_good(names)`` will refuse: a warm server does it before forking its jobs,
+    so that each job only registers (some 0.3 s of looking up saved per job)."""
+    import torch.nn.functional  # noqa: F401  (the modules whose functions are looked at)
+
+    for name in names:
+        _operators_like(name)
+        _python_objects_like(name)
+
+
 def block_for_good(names):
-    """For the rest of this process (a grading job's, before any student code runs): every operator of
+    """For the rest of this process (a grading job's, before its exercise is checked): every operator of
     PyTorch's dispatcher named like one of ``names`` raises, whatever Python path reaches it (``torch._C``,
     ``torch.ops``, ``DisableTorchFunction``, a mode switched off), and so do the Python functions and
     classes of torch.nn so named. The registration's handle is kept alive by a reference no Python object
@@ -143,14 +179,11 @@ def block_for_good(names):
     import warnings
 
     import torch
-    import torch.nn.functional  # noqa: F401
 
     if not names:
         return
-    operators = sorted({qualified[len("aten::"):] for qualified in torch._C._dispatch_get_all_op_names()
-                        if qualified.startswith("aten::")
-                        and any(named_like(qualified[len("aten::"):].split(".")[0], name)
-                                for name in names)})
+    prepare(names)
+    operators = sorted({operator for name in names for operator in _operators_like(name)})
     handle = torch._C._dispatch_library("IMPL", "aten", "", __file__, 0)
     with warnings.catch_warnings():  # "overriding a previously registered kernel": that is the point
         warnings.simplefilter("ignore")
@@ -170,20 +203,12 @@ def block_for_good(names):
 
 def _neuter_python(names):
     """The torch.nn functions and classes named like ``names`` raise, wherever they are reached from."""
-    import sys
     import types
 
-    modules = [module for key, module in list(sys.modules.items())
-               if key == "torch" or key.startswith(("torch.nn.", "torch.functional"))]
-    seen = set()
-    for module in modules:
-        for attribute, value in list(vars(module).items()):
-            if id(value) in seen or not any(named_like(attribute, name) for name in names):
-                continue
-            seen.add(id(value))
-            if isinstance(value, types.FunctionType) and not value.__code__.co_freevars:
-                value.__code__ = _refuse_anywhere.__code__
-            elif isinstance(value, type):
-                for method in ("__init__", "forward", "__call__"):
-                    if method in vars(value) or method == "__init__":
-                        setattr(value, method, _refuse)
+    for value in {id(value): value for name in names for value in _python_objects_like(name)}.values():
+        if isinstance(value, types.FunctionType) and not value.__code__.co_freevars:
+            value.__code__ = _refuse_anywhere.__code__
+        elif isinstance(value, type):
+            for method in ("__init__", "forward", "__call__"):
+                if method in vars(value) or method == "__init__":
+                    setattr(value, method, _refuse)

@@ -163,8 +163,8 @@ def _imports_of(source):
 
 def _warm_up(prelude):
     """Import what every job will: the child's code, the modules the lesson's setup cell imports,
-    and the parts of torch that the first checks load (torch._dynamo, behind the meta device's
-    first operations). Only the setup cell's imports run here, never the rest of it: the setup
+    the parts of torch that the first checks load (torch._dynamo, behind the meta device's first
+    operations), and what the forbidden built-ins are. Only the setup cell's imports run here, never the rest of it: the setup
     cell may come from a submission (a course without the lesson's notebook), and nothing a
     student wrote runs outside the sandbox."""
     import torch
@@ -177,9 +177,13 @@ def _warm_up(prelude):
             exec(compile(_imports_of(prelude), "<setup imports>", "exec"), {"__name__": "__warm_up__"})
         except BaseException:  # each job runs the setup cell again, and reports what it raises
             pass
-    for device in ("cpu", "meta"):
-        x = torch.ones(2, 3, 4, device=device)
-        (x @ x.transpose(-2, -1)).softmax(dim=-1).masked_fill(torch.ones(3, 3, dtype=torch.bool, device=device), 0)
+    from ...checks import forbidden, runner
+    from ...curriculum import LESSONS
+
+    runner.warm_up()  # the probes' first operations (the meta device's, the dispatch modes')
+    # What each exercise's refused built-ins are, looked up once: each job then only registers them.
+    forbidden.prepare(sorted({name for lesson in LESSONS.values() for exercise in lesson.exercises
+                              for name in exercise.forbidden}))
     import gc
 
     gc.collect()
