@@ -28,7 +28,7 @@ DOCS = ["README.md", "docs/instructors.md", "docs/architecture.md"]
 
 # Folders and files that appear only while a course is taught (all gitignored) or that `make venv` creates.
 MADE_AT_RUN_TIME = {"submitted", "autograded", "feedback", "release", "gradescope", "gradebook.db", "grades.csv", ".venv",
-                    "timestamp.txt"}
+                    "timestamp.txt", "submission_secret.txt"}
 NOT_THE_REPOSITORY = MADE_AT_RUN_TIME | {".git", "__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 PATH_SUFFIXES = (".py", ".md", ".ipynb", ".yml", ".txt", ".pt", ".cfg", ".toml")
 PLACEHOLDERS = [(re.compile(r"<[^<>/]+>"), "*"), (re.compile(r"\bNN_topic\b"), "*"), (re.compile(r"\bNN\b"), "[0-9][0-9]")]

@@ -5,7 +5,7 @@ past and a late penalty of the whole score (`penalty_method = "zero"`), gives ad
 and releases the lesson's bundle (`make release`'s folder: the notebook, the public checks and
 Shakespeare's text). Two students, each in a home folder of their own, fetch it, solve it and
 submit, bo with a stray file and Jupyter's checkpoints beside the notebook. The docs' collect
-command must bring back the notebook and its timestamp only; `python -m autograder autograde`
+command must bring back the notebook and what `nbgrader submit` wrote beside it only; `python -m autograder autograde`
 grades what was collected (ada on time thanks to the extension, bo late: his score is zeroed in
 the export, his trusted raw score kept); the feedback goes back through the exchange and ada
 fetches hers.
@@ -98,12 +98,12 @@ def round_(tmp_path_factory, jupyter_env):
     return course, base, graded, run
 
 
-def test_collect_keeps_only_the_notebook_and_its_timestamp(round_):
+def test_collect_keeps_only_the_notebook_and_what_submit_wrote(round_):
     course, _, _, _ = round_
     for student in STUDENTS:
         folder = course / "submitted" / student / LESSON.name
         files = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
-        assert files == {NOTEBOOK, "timestamp.txt"}, (student, sorted(files))
+        assert files == {NOTEBOOK, "timestamp.txt", "submission_secret.txt"}, (student, sorted(files))
     size = sum(p.stat().st_size for p in (course / "submitted").rglob("*") if p.is_file())
     assert size < 2 * 2**20, f"submitted/ holds {size} bytes: more than two notebooks"
 
@@ -115,7 +115,7 @@ def test_what_was_collected_is_graded_and_the_late_one_is_zeroed(round_):
         rows = {row["student_id"]: row for row in csv.DictReader(f)}
     total = f"{LESSON.max_score:g}"
     assert (rows["ada"]["raw_score"], rows["ada"]["late_submission_penalty"], rows["ada"]["score"]) == \
-           (total, "", total)
+           (total, "0", total)
     assert (rows["bo"]["raw_score"], rows["bo"]["late_submission_penalty"], rows["bo"]["score"]) == \
            (total, total, "0")
     assert rows["bo"]["duedate"].startswith("2020-01-06 17:00:00")

@@ -169,6 +169,12 @@ def test_each_exercise_lands_on_its_test_cell_with_the_messages_as_comment(cours
         assert "not scaled" in comment.auto_comment
 
 
+def test_grade_says_which_isolation_the_code_ran_in(course):
+    root, run = course
+    output = run("autograder", "grade", f"submitted/ada/{LESSON.name}/{NOTEBOOK}").stdout
+    assert output.splitlines()[-1] == f"  isolation: {sandbox.isolation().description}"
+
+
 def test_a_cell_that_writes_the_gradebook_changes_nothing(course, graded):
     """mal's cell opens gradebook.db and sets manual_score 40 and extra_credit 5 on every row: in the
     round the docs describe now, it runs only in the sandbox, and whatever reaches the gradebook

@@ -39,6 +39,9 @@ from .notebook import answer_cells, read_notebook
 from .warm import follow_parent
 
 LOCK_NAME = ".autograder.lock"
+# What nbgrader submit writes beside the notebook: the submission's time, and the secret that
+# release_feedback files its page under.
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 NO_ISOLATION_FLAG = "--allow-no-isolation"
 
 
@@ -259,9 +262,9 @@ def write_autograded(root, result, config, db_url):
         if cell.cell_type == "code" and name is not None:
             cell.outputs = [_trusted_output(result, name)]
     folder.mkdir(parents=True)
-    stamp = Path(result.path).parent / "timestamp.txt"
-    if stamp.is_file():  # release_feedback needs it
-        shutil.copyfile(stamp, folder / "timestamp.txt")
+    for name in EXCHANGE_FILES:  # generate_feedback copies them on, and release_feedback needs them
+        if (Path(result.path).parent / name).is_file():
+            shutil.copyfile(Path(result.path).parent / name, folder / name)
     path = folder / f"{result.lesson}.ipynb"
     nbformat.write(notebook, path)
     return str(path)
