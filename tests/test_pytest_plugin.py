@@ -6,7 +6,7 @@ and patches torch, and its folder carries a conftest.py and a test file that wou
 if pytest imported them). `pytest -p autograder.pytest_plugin --notebook submitted/` must give
 one test per requirement of every exercise, named student/lesson::exercise::requirement, whose
 points (junitxml properties) add up to the trusted grade of each notebook and of each exercise;
-`-k` and `-x` must choose and stop as in any pytest run; nothing of a submission may run in
+`-k`, `-x` and `--lf` must choose and stop as in any pytest run; nothing of a submission may run in
 pytest's process.
 """
 
@@ -52,11 +52,13 @@ def submitted(tmp_path_factory):
     return root
 
 
-def run_pytest(submitted, *options):
-    """(return code, stdout, {nodeid: (outcome, properties)}) of the plugin's pytest run."""
+def run_pytest(submitted, *options, cache="cache"):
+    """(return code, stdout, {nodeid: (outcome, properties)}) of the plugin's pytest run; ``cache``
+    names its cache folder (what --lf reads), beside the submissions."""
     xml = submitted.parent / "results.xml"
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "autograder.pytest_plugin", "-n", "0",
-                           "-p", "no:cacheprovider", f"--notebook={submitted}", f"--junitxml={xml}", *options],
+                           "-o", f"cache_dir={submitted.parent / cache}", f"--notebook={submitted}",
+                           f"--junitxml={xml}", *options],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
     cases = {}
     for case in ElementTree.parse(xml).iter("testcase"):
@@ -107,6 +109,13 @@ def test_k_and_x_choose_and_stop_as_anywhere_in_pytest(submitted):
                                         for key, _, _ in requirement_table("SelfAttention")}
     code, _, cases = run_pytest(submitted, "-x", "-k", "stub")
     assert code == 1 and [outcome for outcome, _ in cases.values()] == ["failed"]
+
+
+def test_lf_runs_only_what_failed_last_time(submitted):
+    run_pytest(submitted, "-k", "correct or stub", cache="lf-cache")
+    code, _, cases = run_pytest(submitted, "--lf", cache="lf-cache")
+    assert code == 1 and cases and all(nodeid.startswith("stub/") for nodeid in cases)
+    assert len(cases) == sum(len(requirement_table(name)) for name in POINTS)
 
 
 def test_nothing_of_a_submission_runs_in_pytests_process(graded, submitted):

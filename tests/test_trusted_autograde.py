@@ -222,6 +222,28 @@ def test_autograded_holds_the_submission_with_the_trusted_messages_and_nothing_r
         assert not any(cell.outputs or cell.execution_count for cell in others), "nothing of the notebook runs"
 
 
+def test_the_autograded_notebook_keeps_no_cell_metadata_of_the_students_making(course):
+    """A student's notebook whose test cell is edited, whose other test cell is deleted, and whose own
+    cells claim to be graded (a made-up grade_id, a second copy of a test cell): the course's
+    cells come back, and no cell of the student's counts."""
+    root, _ = course
+    nb = nbformat.read(root / "submitted" / "ada" / LESSON.name / NOTEBOOK, as_version=4)
+    cell_with_id(nb, "test_scaled_dot_product_attention").source = "pass  # full marks"
+    nb.cells.remove(cell_with_id(nb, "test_SelfAttention"))
+    forged = nbformat.v4.new_code_cell("print('bonus')", metadata={"nbgrader": {
+        "grade": True, "grade_id": "bonus", "points": 100, "locked": True, "solution": False, "schema_version": 3}})
+    copy = nbformat.v4.new_code_cell("pass", metadata={"nbgrader": dict(
+        cell_with_id(nb, "test_scaled_dot_product_attention").metadata.nbgrader)})
+    nb.cells += [forged, copy]
+    cells = batch.course_cells(f"sqlite:///{root / 'gradebook.db'}", LESSON.name)
+    fixed = batch.course_version(nb, cells)
+    graded_ids = [c.metadata["nbgrader"]["grade_id"] for c in fixed.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded_ids == [f"test_{name}" for name in POINTS]
+    for name in POINTS:
+        assert cell_with_id(fixed, f"test_{name}").source == cells[f"test_{name}"][1]
+    assert "bonus" not in str([c.metadata for c in fixed.cells])
+
+
 def test_feedback_pages_show_the_trusted_score_and_messages_only(course, graded):
     root, run = course
     run("nbgrader", "generate_feedback", "--force", LESSON.name)
@@ -276,7 +298,7 @@ def test_the_export_rounds_scores_to_the_hundredth(course, graded):
     ids = db.execute("SELECT grade.id FROM grade JOIN submitted_notebook ON grade.notebook_id = submitted_notebook.id "
                      "JOIN submitted_assignment ON submitted_notebook.assignment_id = submitted_assignment.id "
                      "WHERE submitted_assignment.student_id = 'ada' ORDER BY grade.id").fetchall()
-    kept = db.execute(f"SELECT id, auto_score FROM grade WHERE id IN ({ids[0][0]}, {ids[1][0]})").fetchall()
+    kept = db.execute("SELECT id, auto_score FROM grade WHERE id IN (?, ?)", (ids[0][0], ids[1][0])).fetchall()
     for (grade_id,), score in zip(ids, (0.42, 2.3)):  # 0.42 + 2.3 is 2.7199999999999998 in floats
         db.execute("UPDATE grade SET auto_score = ? WHERE id = ?", (score, grade_id))
     db.commit()
@@ -337,7 +359,6 @@ def _alive(pid):
 
 def test_a_run_killed_midway_leaves_the_gradebook_consistent(course, graded, jupyter_env):
     root, run = course
-    expected = exported(root, run)  # the trusted grades
     db = sqlite3.connect(root / "gradebook.db")
     db.execute("UPDATE grade SET auto_score = NULL")  # as if never graded
     db.commit()
@@ -367,4 +388,4 @@ def test_a_run_killed_midway_leaves_the_gradebook_consistent(course, graded, jup
     db.close()
     assert _digest(root) == before
     run("autograder", "autograde", LESSON.name)  # the lock died with the process; a rerun completes
-    assert exported(root, run) == expected
+    assert exported(root, run) == TRUSTED

@@ -22,9 +22,11 @@ unless the instructor says so (``--allow-no-isolation``).
 """
 
 import fcntl
+import functools
 import multiprocessing
 import os
 import shutil
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -196,28 +198,35 @@ def _late_penalty(config, student, score, seconds_late):
 def record(gradebook, result, config):
     """Write one submission's trusted scores into the gradebook, in one transaction; return what was
     there that the trusted grader does not own: {exercise: {"manual_score": ..., "extra_credit": ...}}."""
+    from nbgrader.api import MissingEntry
+    from sqlalchemy.exc import SAWarning
+
     lesson = LESSONS[result.lesson]
     overridden = {}
     try:
         gradebook.update_or_create_student(result.student)
         stamp = _submission_time(Path(result.path).parent)
-        submission = gradebook.update_or_create_submission(result.lesson, result.student,
-                                                           **({"timestamp": stamp} if stamp else {}))
+        with warnings.catch_warnings():  # nbgrader's add_submission autoflushes the row it is building
+            warnings.simplefilter("ignore", SAWarning)
+            submission = gradebook.update_or_create_submission(result.lesson, result.student,
+                                                               **({"timestamp": stamp} if stamp else {}))
+        notebook = gradebook.find_submission_notebook(result.lesson, result.lesson, result.student)
+        grades = {grade.name: grade for grade in notebook.grades}
+        comments = {comment.name: comment for comment in notebook.comments}
         for exercise in lesson.exercises:
             score, messages = _trusted(result, exercise.name)
-            grade = gradebook.find_grade(f"test_{exercise.name}", result.lesson, result.lesson, result.student)
+            grade = grades.get(f"test_{exercise.name}")
+            if grade is None:  # as find_grade would say
+                raise MissingEntry(f"No such grade: {result.lesson}/{result.lesson}/test_{exercise.name} "
+                                   f"for {result.student}")
             foreign = {key: value for key in ("manual_score", "extra_credit")
                        if (value := getattr(grade, key)) is not None}
             if foreign:
                 overridden[exercise.name] = foreign
             grade.auto_score, grade.manual_score, grade.extra_credit = float(score), None, None
             grade.needs_manual_grade = False
-            try:
-                comment = gradebook.find_comment(exercise.name, result.lesson, result.lesson, result.student)
-                comment.auto_comment = "\n".join(messages)
-            except Exception:
-                pass  # an assignment without this answer cell registered has no comment to fill
-        notebook = gradebook.find_submission_notebook(result.lesson, result.lesson, result.student)
+            if exercise.name in comments:  # an assignment without this answer cell registered has none
+                comments[exercise.name].auto_comment = "\n".join(messages)
         notebook.late_submission_penalty = _late_penalty(config, result.student, result.score,
                                                          submission.total_seconds_late)
         gradebook.db.commit()
@@ -238,25 +247,73 @@ def _trusted_output(result, name):
     return nbformat.v4.new_output("stream", name="stdout", text=text + "".join(f"{m}\n" for m in messages))
 
 
-def write_autograded(root, result, config, db_url):
-    """Write ``autograded/<student>/<lesson>/<lesson>.ipynb`` from the submission: outputs cleared,
-    the course's locked cells (test cells with their hidden tests) put back by nbgrader's own
-    preprocessors, and the trusted score and messages as each test cell's output. Nothing of the
+@functools.lru_cache(maxsize=None)
+def course_cells(db_url, lesson):
+    """{grade_id: (cell type, source, nbgrader metadata)} of the cells that nbgrader generate_assignment
+    registered for the lesson, in the notebook's order (test cells with their hidden tests); read
+    once per process."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gradebook:
+        notebook = gradebook.find_notebook(lesson, lesson)
+        points = {cell.name: cell.max_score for cell in notebook.grade_cells}
+        solutions = {cell.name for cell in notebook.solution_cells}
+        tasks = {cell.name for cell in notebook.task_cells}
+        return {cell.name: (cell.cell_type, cell.source, {
+            "grade": cell.name in points, "grade_id": cell.name, "locked": cell.locked,
+            "solution": cell.name in solutions, "task": cell.name in tasks, "schema_version": 3,
+            **({"points": points[cell.name]} if cell.name in points else {})}) for cell in notebook.source_cells}
+
+
+def _new_cell(cell_type, source, metadata):
+    import nbformat
+
+    make = nbformat.v4.new_code_cell if cell_type == "code" else nbformat.v4.new_markdown_cell
+    return make(source, metadata=metadata)
+
+
+def course_version(notebook, cells):
+    """The submitted notebook as nbgrader's autograde would hand it on, without running it: outputs
+    cleared; each cell registered in ``cells`` (the first with its grade_id) with the course's
+    nbgrader metadata and, where locked, the course's cell; every other cell's nbgrader metadata
+    dropped; a registered grade cell the student deleted put back after the registered cell
+    before it."""
+    kept, seen = [], set()
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        nbgrader = cell.metadata.pop("nbgrader", None)
+        grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+        if grade_id in cells and grade_id not in seen:
+            seen.add(grade_id)
+            cell_type, source, nbgrader = cells[grade_id]
+            cell.metadata["nbgrader"] = dict(nbgrader)
+            if nbgrader["locked"] and (cell.cell_type, cell.source) != (cell_type, source):
+                cell = _new_cell(cell_type, source, cell.metadata)
+        kept.append((grade_id if grade_id in seen else None, cell))
+    order = list(cells)
+    for grade_id, (cell_type, source, nbgrader) in cells.items():
+        if nbgrader["grade"] and grade_id not in seen:
+            before = {order[i] for i in range(order.index(grade_id))}
+            at = max((i + 1 for i, (name, _) in enumerate(kept) if name in before), default=0)
+            kept.insert(at, (grade_id, _new_cell(cell_type, source, {"nbgrader": dict(nbgrader)})))
+            seen.add(grade_id)
+    notebook.cells = [cell for _, cell in kept]
+    return notebook
+
+
+def write_autograded(root, result, db_url):
+    """Write ``autograded/<student>/<lesson>/<lesson>.ipynb``: the submission as ``course_version``
+    makes it, with the trusted score and messages as each test cell's output. Nothing of the
     notebook runs. Returns the notebook written, or why there is none."""
     import nbformat
-    from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteCells,
-                                        OverwriteKernelspec)
 
     folder = Path(root) / "autograded" / result.student / result.lesson
     shutil.rmtree(folder, ignore_errors=True)
     try:
-        notebook = nbformat.read(result.path, as_version=4)
+        notebook = course_version(nbformat.read(result.path, as_version=4), course_cells(db_url, result.lesson))
     except Exception as exc:
         return f"no autograded notebook: {Path(result.path).name} cannot be read ({exc.__class__.__name__})"
-    resources = {"nbgrader": {"notebook": result.lesson, "assignment": result.lesson, "student": result.student,
-                              "db_url": db_url}}
-    for step in (ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata):
-        notebook, resources = step(config=config).preprocess(notebook, resources)
     for cell in notebook.cells:
         name = _test_owner(cell.metadata.get("nbgrader", {}).get("grade_id"), result.lesson)
         if cell.cell_type == "code" and name is not None:
@@ -309,7 +366,7 @@ def autograde(root, lessons=None, students=None, jobs=None, step_timeout=60.0, p
                                    disable=not progress):
                     result = future.result()
                     result.overridden = record(gradebook, result, config)
-                    result.autograded = write_autograded(root, result, config, db_url)
+                    result.autograded = write_autograded(root, result, db_url)
                     results.append(result)
             # Every job has ended: whatever one of them wrote into the gradebook meanwhile goes now.
             for result in results:
