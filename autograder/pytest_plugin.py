@@ -13,6 +13,8 @@ grader found that requirement met; its message is the grader's, and its points g
 ``--junitxml`` as the properties ``points`` and ``max_points`` (the points of an exercise's
 items add up to its score, so a notebook's items add up to its grade). ``-k``, ``-x`` and
 ``--lf`` select and stop as anywhere in pytest; the summary prints each notebook's total.
+Notebooks are graded one after another; ``-n 2 --dist loadgroup`` (pytest-xdist) grades two at
+a time, each notebook's tests in one worker.
 """
 
 import math
@@ -158,6 +160,8 @@ class Requirement(pytest.Item):
     def __init__(self, *, key, text, weight, **kwargs):
         super().__init__(**kwargs)
         self.key, self.text, self.weight = key, text, weight
+        # With pytest-xdist's --dist loadgroup, a notebook's tests stay in one worker: graded once.
+        self.add_marker(pytest.mark.xdist_group(self.parent.parent.name))
 
     def runtest(self):
         submission, exercise = self.parent.parent, self.parent.exercise
