@@ -56,7 +56,10 @@ lab: $(STAMP) $(LAB_OVERRIDES)
 
 # One test file (or notebook) per core at a time, the longest first (tests/conftest.py); the
 # tests' tiny tensors run fastest on one thread.
+# The grader's tests run student code in bubblewrap's sandbox (autograder/grading/sandbox/jail.py).
 test: $(STAMP)
+	@if [ "$$(uname)" = Linux ] && ! command -v bwrap >/dev/null; then \
+	    echo "make test needs bubblewrap, the grader's sandbox: sudo apt-get install bubblewrap"; exit 2; fi
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder $(NBVAL) tests/ solutions/
 
 lessons: $(STAMP)

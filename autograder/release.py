@@ -29,15 +29,17 @@ STUDENT_FILES = (
     "checks/__init__.py", "checks/runner.py", "checks/compare.py", "checks/properties.py",
     "checks/public.py", "checks/forbidden.py",
     "grading/__init__.py", "grading/child.py", "grading/grade.py", "grading/notebook.py", "grading/progress.py",
-    "grading/sandbox.py", "grading/warm.py",
+    "grading/sandbox/__init__.py", "grading/sandbox/confine.py", "grading/sandbox/jail.py",
+    "grading/sandbox/readback.py", "grading/sandbox/warm.py",
 )
 # What a student's machine needs, by distribution name: the model (torch, numpy), the lessons'
-# plots and progress bars, JupyterLab and its Python kernel (which bring nbformat and the rest).
+# plots and progress bars, JupyterLab and its Python kernel (which bring nbformat and the rest), and
+# the sandbox's seccomp bindings (the package's grader is in every bundle; pure Python, 20 kB).
 # jsonschema is pinned for speed: JupyterLab imports it through nbformat, and requirements.txt
 # says why its version matters. The versions come from requirements.txt, the one list of pins;
 # nbgrader and the project's test tools stay out. tests/test_release.py proves that every import
 # in a bundle is satisfied by these.
-STUDENT_PACKAGES = ("torch", "numpy", "matplotlib", "tqdm", "jupyterlab", "ipykernel", "jsonschema")
+STUDENT_PACKAGES = ("torch", "numpy", "matplotlib", "tqdm", "jupyterlab", "ipykernel", "jsonschema", "pyseccomp")
 
 
 def reference_init(lessons):

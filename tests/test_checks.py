@@ -1,5 +1,6 @@
 """The check library against the reference, the stubs and the catalog of wrong answers."""
 
+import math
 import pytest
 import torch
 
@@ -67,8 +68,15 @@ def test_stored_public_data_equals_what_the_reference_gives(lesson):
 
 
 def _assert_same(a, b, where):
+    """Equal, floating tensors within what another processor's kernels change (the stored data are built
+    on one machine; float32 matrix products round differently with other vector units), the rest exactly."""
     if isinstance(b, torch.Tensor):
-        assert isinstance(a, torch.Tensor) and a.dtype == b.dtype and torch.equal(a.nan_to_num(), b.nan_to_num()), where
+        assert isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, where
+        if b.is_floating_point():
+            tight = {torch.float64: (1e-10, 1e-12)}.get(b.dtype, (1e-4, 1e-5))
+            torch.testing.assert_close(a, b, rtol=tight[0], atol=tight[1], equal_nan=True, msg=lambda m: f"{where}: {m}")
+        else:
+            assert torch.equal(a, b), where
     elif isinstance(b, dict):
         assert sorted(a) == sorted(b), where
         for k in b:
@@ -77,6 +85,8 @@ def _assert_same(a, b, where):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):
             _assert_same(x, y, f"{where}/{i}")
+    elif isinstance(b, float):
+        assert isinstance(a, float) and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9), where
     else:
         assert a == b, where
 

@@ -38,7 +38,7 @@ from . import sandbox
 from .grade import SubmissionError, grade
 from .integrity import tampering
 from .notebook import answer_cells, read_notebook
-from .warm import follow_parent
+from .sandbox.warm import follow_parent
 
 LOCK_NAME = ".autograder.lock"
 # What nbgrader submit writes beside the notebook: the submission's time, and the secret that

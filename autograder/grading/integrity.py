@@ -13,6 +13,12 @@ import ast
 GUARDED_MODULES = {"torch", "np", "numpy", "F", "nn", "autograder", "math", "builtins"}
 # Names of the check functions in a lesson's namespace.
 CHECK_FUNCTIONS = {"check", "check_hidden", "skip_if_unimplemented"}
+# The ways past the grader's guards (the forbidden built-ins are refused at PyTorch's dispatcher in the
+# job, and nothing the job measures decides a grade): no lesson's answer needs one, so each is shown.
+ESCAPE_HATCH_MODULES = ("ctypes", "importlib", "gc", "torch._C", "torch.utils._python_dispatch", "torch.library",
+                        "torch.ops", "sys.modules")
+ESCAPE_HATCH_NAMES = {"DisableTorchFunction", "_disable_current_modes", "__code__", "__globals__", "get_referrers",
+                      "get_objects", "_dispatch_library", "__import__"}
 
 
 def _root_name(node):
@@ -57,4 +63,29 @@ def tampering(source):
                 found.append((node.lineno, f"{node.func.id} on {_dotted(node.args[0]) or 'a module'}"))
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograder.checks.hidden"):
             found.append((node.lineno, "imports the hidden checks"))
+        hatch = _escape_hatch(node)
+        if hatch:
+            found.append((node.lineno, f"reaches past the grader's guards: {hatch}"))
     return sorted(set(found))
+
+
+def _escape_hatch(node):
+    """The escape hatch that ``node`` names (an import, an attribute chain, a bare name), or None."""
+    names = []
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+    elif isinstance(node, ast.Attribute):
+        names = [_dotted(node), node.attr]
+    elif isinstance(node, ast.Name):
+        names = [node.id]
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        names = [node.value]
+    for name in names:
+        if name in ESCAPE_HATCH_NAMES:
+            return name
+        for module in ESCAPE_HATCH_MODULES:
+            if name == module or name.startswith(module + "."):
+                return module
+    return None

@@ -92,6 +92,20 @@ def hoards_memory_at_the_top_of_the_cell(ctx):
     ''')
 
 
+@case(SA, deserved=4, says=(OUT_OF_MEMORY, PASSES))
+def writes_memory_at_the_top_of_the_cell(ctx):
+    """A right module whose cell then fills 1 GiB tensors with ones, up to 12 GiB, in a warm server's fork as in a fresh interpreter: stopped by the memory limit, full marks, the failure is reported."""
+    return CORRECT_SA + code('''
+        def _fill():
+            chunks = []
+            for _ in range(12):
+                chunks.append(torch.ones(2**28))  # 1 GiB each, every page written
+
+
+        _fill()
+    ''')
+
+
 @case(SDPA, deserved=0, says=("SIGSEGV",))
 def segfaults_at_the_top_of_the_cell(ctx):
     """A right answer whose cell then reads address 0 through ctypes, a segmentation fault that kills the kernel: 0, the crash is named."""
