@@ -27,7 +27,7 @@ REPO = PACKAGE.parent
 STUDENT_FILES = (
     "__init__.py", "__main__.py", "curriculum.py", "release.py", "reversal.py", "language_data.py",
     "checks/__init__.py", "checks/runner.py", "checks/compare.py", "checks/properties.py",
-    "checks/public.py", "checks/forbidden.py",
+    "checks/public.py", "checks/forbidden.py", "checks/static.py",
     "grading/__init__.py", "grading/child.py", "grading/grade.py", "grading/notebook.py", "grading/progress.py",
     "grading/sandbox/__init__.py", "grading/sandbox/confine.py", "grading/sandbox/jail.py",
     "grading/sandbox/readback.py", "grading/sandbox/warm.py",

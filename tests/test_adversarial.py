@@ -224,4 +224,4 @@ def test_every_case_says_its_threat_and_the_corpus_covers_both_exercises():
         assert ":" in case.threat, f"{case.name}: the threat should end with ': <deserved outcome>'"
         assert case.deserved or case.exit_code, f"{case.name} states no outcome"
     covered = {name for case in CASES for name in case.deserved}
-    assert covered == {e.name for e in LESSON.exercises}
+    assert covered >= {e.name for e in LESSON.exercises}  # and, for forged evidence, other lessons' exercises

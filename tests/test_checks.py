@@ -144,3 +144,73 @@ def test_the_right_answers_that_catalogued_bugs_are_edited_from_pass(lesson, exe
 
     module = importlib.import_module(f"tests.bug_catalog.{lesson}")
     check_hidden(exercise, load(Bug(exercise, "none: the base of the edits", getattr(module, base)), module.PRELUDE))
+
+
+_WHOLE_TENSOR = '''
+def sinusoidal_positional_encoding(max_len, d_model):
+    angles = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(0, d_model, 2) / d_model)
+    pe = torch.zeros(max_len, d_model)
+    for column, f in enumerate((torch.sin, torch.cos)):
+        pe[:, column::2] = f(angles)
+    return pe
+'''
+
+
+@pytest.mark.parametrize("looping, what", [
+    ("    for pos in range(max_len):\n        pass\n", "a for loop"),
+    ("    while max_len > 10**9:\n        max_len -= 1\n", "a while loop"),
+    ("    rows = [pos for pos in range(max_len)]\n", "a comprehension"),
+    ("    rows = list(map(float, range(max_len)))\n", "map(...)"),
+    ("    if max_len > 1:\n        sinusoidal_positional_encoding(max_len - 1, d_model)\n", "recursion"),
+])
+def test_the_no_loops_rule_is_read_in_the_source_not_measured(looping, what):
+    """A loop anywhere in the answer cell breaks the rule, whatever the student's process reports; a pass
+    over a tuple written out does not."""
+    from autograder.checks.static import no_loops
+
+    assert no_loops(_WHOLE_TENSOR) is None
+    broken = _WHOLE_TENSOR.replace("    return pe\n", looping + "    return pe\n")
+    assert what in (no_loops(broken) or "")
+    probes = specs()["sinusoidal_positional_encoding"].hidden_probes()
+    loop_free = [p for p in probes if p.get("source_rule") == "no-loops"]
+    assert loop_free, "no probe reads the source"
+    # A forged count (no operations at all) changes nothing: the source decides.
+    forged = {"ok": True, "outputs": [], "op_count": {"operations": 0, "lines": 0}}
+    from autograder.checks.compare import compare
+
+    assert compare("sinusoidal_positional_encoding", loop_free[0], forged, {"ok": True}, source=broken)
+    assert not compare("sinusoidal_positional_encoding", loop_free[0], forged, {"ok": True}, source=_WHOLE_TENSOR)
+
+
+def test_a_meta_probe_checks_values_a_meta_special_case_cannot_fake():
+    """On the meta device the code computes real values: returning torch.empty_like(x) when x.is_meta fails,
+    a tensor made on the CPU raises as on a GPU, and a formula mistake made the same way on every device costs
+    only its own requirement (the meta probe compares with the code's own CPU result)."""
+    import math
+
+    from autograder.checks.compare import compare
+    from autograder.checks.runner import run_probe
+
+    def rotary(x, positions=None, base=10000.0, skip=False, cpu_positions=False, scale=1.0):
+        if skip and x.is_meta:
+            return torch.empty_like(x)
+        T, D = x.shape[-2:]
+        positions = torch.arange(T) if cpu_positions else torch.arange(T, device=x.device)
+        freqs = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)
+        angles = positions.to(torch.float64)[:, None] * freqs * scale
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+
+    probe = next(p for p in specs()["apply_rotary"].public_probes() if p.get("device") == "meta")
+    expected = run_probe(reference.apply_rotary, probe)
+    assert expected["ok"] and expected["devices"] == ["meta"] and expected["outputs"][0].abs().sum() > 0
+
+    def failures(**variant):
+        return compare("apply_rotary", probe, run_probe(lambda x, *a, **k: rotary(x, *a, **k, **variant), probe),
+                       expected)
+
+    assert not failures()
+    assert "differs from what your code returns" in failures(skip=True)[0][0]
+    assert "same device" in failures(cpu_positions=True)[0][0]
+    assert not failures(scale=math.pi)  # wrong on every device alike: the formula's probes judge it

@@ -275,7 +275,7 @@ def test_where_no_namespace_can_be_made_jobs_still_drop_to_an_unprivileged_uid(o
     assert report[SDPA]["score"] == 0 and any("PermissionError" in m for m in report[SDPA]["messages"]), report[SDPA]
     assert not os.stat(course).st_mode & 0o007, "the course is still open to other users"
     code = ("from autograder.grading.sandbox import isolation; print(isolation().description)")
-    level = subprocess.run([sys.executable, "-c", code], cwd=course, env=env, capture_output=True, text=True)
+    level = subprocess.run([*wrapper, sys.executable, "-c", code], cwd=course, env=env, capture_output=True, text=True)
     assert level.stdout.startswith("user: uid 65534, no capabilities, seccomp, the course closed to it"), level
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import properties as property_checks
+from . import static
 
 
 class CheckFailed(AssertionError):
@@ -141,10 +142,15 @@ def _same_shapes(got_outputs, expected_outputs):
 def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
     """The hint of the known mistake that explains this output, else of a broken property, else the
     probe's own "fallback_hint" (what failing this probe most likely means)."""
-    meta = probe.get("device") == "meta"  # zeros stand in for every value there: no mistake shows in them
-    for hint, mistaken in () if meta else mistakes:
-        if mistaken.get("ok") and _matches(got["outputs"], mistaken["outputs"], tolerance):
+    # A meta probe judges the device: a known mistake explains it when it gives the same values on the same devices.
+    meta = probe.get("device") == "meta"
+    for hint, mistaken in mistakes:
+        if mistaken.get("ok") and _matches(got["outputs"], mistaken["outputs"], tolerance) and (
+                not meta or got.get("devices") == mistaken.get("devices")):
             return hint
+    recorded = _record_hint(probe, got, expected)
+    if recorded:
+        return recorded
     if not _same_shapes(got["outputs"], expected["outputs"]):
         return None  # the shape message says it better than any property could
     if meta and got.get("devices") != expected.get("devices"):
@@ -155,7 +161,9 @@ def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
             return (f"the result is {str(g.dtype).replace('torch.', '')} where it should be "
                     f"{str(e.dtype).replace('torch.', '')}: don't hard-code a dtype (no .float(), dtype=torch.float32); "
                     "follow the inputs' dtype (dtype=x.dtype, or *_like)")
-    for check in () if meta else property_checks.PROPERTIES.get(exercise, ()):
+    if meta:  # the values differ from what the same code gives on the CPU
+        return META_HINT
+    for check in property_checks.PROPERTIES.get(exercise, ()):
         hint = check(probe, got["outputs"])
         if hint:
             return hint
@@ -163,9 +171,10 @@ def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
 
 
 META_HINT = (
-    "this check runs your code on PyTorch's meta device (tensors with shapes but no values), so that a "
-    "tensor created on the CPU shows up without a GPU: create every new tensor on the inputs' device "
-    "(device=x.device, or x.new_*/torch.*_like), and don't read values with .item() or `if tensor`"
+    "this check runs your code on tensors that are on PyTorch's meta device, standing in for a GPU (they carry "
+    "real values, and mixing them with CPU tensors raises, as on a GPU), so that a tensor created on the CPU "
+    "shows up without a GPU: create every new tensor on the inputs' device (device=x.device, or x.new_*/"
+    "torch.*_like), and compute the same values there as anywhere"
 )
 
 
@@ -199,6 +208,12 @@ def _name(probe, i):
     return names[i] if i < len(names) else f"output {i}"
 
 
+def _same_form(got, expected):
+    """Both tensors of one shape and dtype."""
+    return (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor) and got.shape == expected.shape
+            and got.dtype == expected.dtype)
+
+
 def _compare_value(label, got, expected, tolerance):
     """Why one returned value differs from the expected one, or None if it doesn't."""
     if expected is None:
@@ -229,16 +244,21 @@ def _compare_value(label, got, expected, tolerance):
     return f"{label}: wrong values ({_largest_difference(got, expected)}; rtol={rtol:g}, atol={atol:g})"
 
 
-def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
+def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), source=None):
     """(message, likely mistake) pairs saying how ``got`` falls short of ``expected`` (empty: it passed).
 
     ``mistakes`` are (hint, result) pairs: what known wrong answers return on this probe.
+    ``source`` is the answer cell, which decides a probe with a "source_rule" (static.RULES).
     Raises NotImplementedError when the student's code is still a stub.
     """
     where = f"[{probe['title']}]"
     error = got.get("error", {})
     if not got.get("ok") and error.get("type") == "NotImplementedError" and error.get("stub", True):
         raise NotImplementedError(f"{exercise} is not implemented yet: write it in its answer cell")
+    if probe.get("source_rule") and source is not None:
+        broken = static.RULES[probe["source_rule"]](source)
+        advice = (probe.get("op_limit") or {}).get("advice")
+        return [(f"{where} {broken}: {advice}", advice)] if broken else []
     if not expected.get("ok"):
         want = expected["error"]["type"]
         # A probe's own "hint" says what its failing most likely means (e.g. the missing check).
@@ -249,6 +269,8 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
             return [(f"{where} raised {got['error']['type']} ({got['error']['message']}); expected {want}",
                      probe.get("hint"))]
         return []
+    if not got.get("ok") and probe.get("memory_budget") and _out_of_memory(got["error"]):
+        return [(_over_budget_message(where, probe, got["error"]), probe.get("memory_advice"))]
     if not got.get("ok"):
         error = got["error"]
         trace = f"\n{error['traceback'].rstrip()}" if error.get("traceback") else ""
@@ -259,17 +281,22 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
 
     if probe.get("op_limit"):
         return _compare_cost(probe, got)
-    if probe.get("size_limit"):
-        return _compare_size(probe, got)
     got_outputs, expected_outputs = got["outputs"], expected["outputs"]
     if len(got_outputs) != len(expected_outputs):
         names = ", ".join(probe.get("output_names") or []) or f"{len(expected_outputs)} values"
         return [(f"{where} returned {len(got_outputs)} value(s); expected {len(expected_outputs)} ({names})", None)]
     failures = []
+    twins = got.get("cpu_outputs") if probe.get("device") == "meta" else None
     for i, (g, e) in enumerate(zip(got_outputs, expected_outputs)):
         problem = _compare_value(_name(probe, i), g, e, tolerance)
-        # On the meta device the expected values are stand-in zeros: a tensor of the right shape made
-        # elsewhere (on the CPU) is a device mistake, whatever its values.
+        if problem and twins is not None and i < len(twins) and _same_form(g, e):
+            # The device requirement is about the device, not the formula: values that the same code also
+            # gives on the CPU are its own (another requirement judges them); other values are a special case.
+            problem = _compare_value(_name(probe, i), g, twins[i], tolerance) and (
+                f"{_name(probe, i)} on the meta device differs from what your code returns for the same inputs on "
+                "the CPU: compute the same way on every device (no special case for x.is_meta or a device)")
+        # On the meta device a tensor of the right shape made elsewhere (on the CPU) is a device mistake
+        # first, whatever its values.
         on_meta = expected["devices"][i] == "meta" and isinstance(g, torch.Tensor) and g.shape == getattr(e, "shape", None)
         if (problem is None or on_meta) and isinstance(e, torch.Tensor) and got["devices"][i] != expected["devices"][i]:
             problem = (
@@ -300,21 +327,35 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance()):
     if len(got_fixtures) != len(expected_fixtures):
         results.append((f"{where} the record of the model it was given is missing: the results were not written by "
                         "the grader", None))
-    records = probe.get("records")  # the records this probe's requirement is about (None: every one)
     for g, e in zip(got_fixtures, expected_fixtures):
-        for key, value in e.items():
-            if records is not None and key not in records:
-                continue
-            if g.get(key) != value:
-                # How the code used the model given to it: the hint names the mistake.
-                hint = property_checks.FIXTURE_HINTS.get(key)
-                message = hint or f"the model's {key} is {g.get(key)}, expected {value}"
-                results.append((f"{where} {message}", hint))
+        # The mode the model is left in is its state now, not a record of the call: only restoring it shows it.
+        if "training" in e and _wanted(probe, "training") and g.get("training") != e["training"]:
+            hint = property_checks.FIXTURE_HINTS["training"]
+            results.append((f"{where} {hint}", hint))
     return results
+
+
+def _wanted(probe, key):
+    records = probe.get("records")  # the records this probe's requirement is about (None: every one)
+    return records is None or key in records
+
+
+def _record_hint(probe, got, expected):
+    """The likely mistake that the model's record of how it was used names, for a probe whose values
+    already failed. The stand-in's record is written in the student's process: it may word the
+    diagnosis, never decide a check (the stand-in's values do that)."""
+    for g, e in zip(got.get("fixtures") or [], expected.get("fixtures") or []):
+        if not isinstance(g, dict):
+            continue
+        for key, value in e.items():
+            if key != "training" and _wanted(probe, key) and g.get(key) != value:
+                return property_checks.FIXTURE_HINTS.get(key)
+    return None
 
 
 def _compare_cost(probe, got):
     """A probe with an "op_limit" checks what the call costs, not its values (other probes do that).
+    Counted in the student's process, so only where the caller has no source to read the rule in.
 
     op_limit: {"at_most": the most tensor operations, and lines of the code under test, a call may
     take; "size": the size it was called at ("max_len=400"); "advice": what to do instead, also
@@ -332,21 +373,19 @@ def _compare_cost(probe, got):
              limit["advice"])]
 
 
-def _compare_size(probe, got):
-    """A probe with a "size_limit" checks the largest tensor the call made, not its values (other probes do that).
+def _out_of_memory(error):
+    """Whether an error is an allocation refused: Python's MemoryError (numpy's too), torch's allocator's."""
+    message = str(error.get("message", ""))
+    return error.get("type") in ("MemoryError", "OverBudget", "OutOfMemoryError") or (
+        error.get("type") == "RuntimeError" and ("can't allocate memory" in message or "not enough memory" in message))
 
-    size_limit: {"at_most": the most elements one tensor may hold; "what": what may exist at once
-    ("(..., L, block_size) scores"); "advice": the likely mistake}. The runner records the shape of
-    the largest tensor an operation returned when the probe has "count_ops".
-    """
-    limit, largest = probe["size_limit"], (got.get("op_count") or {}).get("largest")
-    if largest is None:
-        return [(f"[{probe['title']}] the tensors were not measured: the results were not written by the grader",
-                 None)]
-    if math.prod(largest) <= limit["at_most"]:
-        return []
-    return [(f"[{probe['title']}] creates a tensor of shape {tuple(largest)} ({math.prod(largest):,} elements): "
-             f"at most {limit['what']} may exist at once ({limit['at_most']:,} elements here)", limit["advice"])]
+
+def _over_budget_message(where, probe, error):
+    """A call that ran out of its memory budget (runner's "memory_budget"), in words."""
+    budget = probe["memory_budget"]
+    return (f"{where} ran out of memory: this check gives your function {budget:,} bytes ({budget / 1024:g} KiB) "
+            f"beyond its inputs, {probe.get('memory_rule', 'less than it asked for')}, and an allocation failed "
+            f"({error['type']}: {str(error.get('message', ''))[:200]})")
 
 
 class _Lazy:
@@ -377,12 +416,13 @@ def compare_relation(exercise, probe, got, base_got):
 
 
 def check_probes(exercise, probes, got_results, expected_results, mistakes_for=None, tolerance=Tolerance(),
-                 requirements=()):
+                 requirements=(), source=None):
     """Compare every probe and gather one Report for the exercise, grouped by requirement.
 
     ``mistakes_for(i)`` gives the (hint, result) pairs of known mistakes on probe i; it is
     called only for probes that fail, since computing them can cost as much as the check.
     ``requirements`` are (key, text, weight) triples; a probe tries the one its "requirement" names.
+    ``source``, the answer cell's, decides the probes with a "source_rule".
     """
     report = Report(exercise)
     for key, text, weight in requirements or [(*WHOLE_EXERCISE, 1.0)]:
@@ -391,7 +431,7 @@ def check_probes(exercise, probes, got_results, expected_results, mistakes_for=N
     for i, (probe, got, expected) in enumerate(zip(probes, got_results, expected_results)):
         mistakes = _Lazy(mistakes_for, i) if mistakes_for else ()
         try:
-            failures = compare(exercise, probe, got, expected, mistakes, tolerance)
+            failures = compare(exercise, probe, got, expected, mistakes, tolerance, source)
         except NotImplementedError:
             report.not_implemented = True
             failures = [(f"{exercise} is not implemented yet", None)]

@@ -18,6 +18,7 @@ from ..curriculum import EXERCISES, lesson_of
 from .compare import CheckFailed, Report, RequirementResult, Tolerance, check_probes
 from .forbidden import forbidden_message, forbidden_uses, source_of
 from .runner import run_probes
+from .static import cell_source_of
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,7 +121,7 @@ def public_report(name, obj):
     if report is None:
         got = run_probes(obj, data["probes"])
         report = check_probes(name, data["probes"], got, data["expected"], lambda i: data["mistakes"][i],
-                              Tolerance(*data["tolerance"]), data.get("requirements", ()))
+                              Tolerance(*data["tolerance"]), data.get("requirements", ()), cell_source_of(obj))
     return report
 
 

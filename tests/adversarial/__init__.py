@@ -201,7 +201,7 @@ def case(exercise=None, deserved=None, says=(), **options):
     return register
 
 
-MODULES = ("tampering", "escapes", "disguises", "library_calls", "faults", "notebooks", "privilege")
+MODULES = ("tampering", "escapes", "disguises", "library_calls", "faults", "notebooks", "privilege", "forged_evidence")
 
 
 def all_cases():

@@ -63,11 +63,11 @@ def causal_mask(T):
     Bug("causal_mask", "ignores the device", '''
 def causal_mask(T, device=None):
     return torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
-''', names="meta device"),
+''', names="made on the CPU whatever `device` says"),
     Bug("causal_mask", "built from the definition, on the CPU", '''
 def causal_mask(T, device=None):
     return torch.tensor([[j > i for j in range(T)] for i in range(T)])
-''', names="meta device"),
+''', names="made on the CPU whatever `device` says"),
 
     # ------------------------------------------------------------------ padding_mask
     Bug("padding_mask", "marks the real tokens", '''

@@ -279,7 +279,35 @@ BUGS = [
         rescale = torch.exp(row_max - shift)
         row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
         acc = acc * rescale + probs @ value[..., start:start + block_size, :]
-''' + _GOOD_END), names="never the whole L x S matrix"),
+''' + _GOOD_END), names="a whole row of S scores"),
+    Bug("flash_attention", "one query row at a time, block_size unused", _flash('''
+    outputs = []
+    for i in range(L):
+        scores = q[..., i:i + 1, :] @ key.transpose(-2, -1)  # (..., 1, S)
+        if causal:
+            scores = scores.masked_fill(torch.arange(S, device=query.device) > i + S - L, float("-inf"))
+        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        outputs.append(weights @ value)  # (..., 1, Dv)
+    return torch.cat(outputs, dim=-2)
+'''), names="a whole row of S scores"),
+    Bug("flash_attention", "keys and values padded to whole blocks", _flash('''
+    pad = (-S) % block_size
+    key_padded = F.pad(key, (0, 0, 0, pad))  # (..., S + pad, D): every block full
+    value_padded = F.pad(value, (0, 0, 0, pad))
+    for start in range(0, S + pad, block_size):
+        positions = torch.arange(start, start + block_size, device=query.device)
+        scores = q @ key_padded[..., start:start + block_size, :].transpose(-2, -1)
+        blocked = positions >= S
+        if causal:
+            blocked = blocked | (positions > torch.arange(L, device=query.device)[:, None] + (S - L))
+        scores = scores.masked_fill(blocked, float("-inf"))
+        new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))
+        shift = new_max.masked_fill(torch.isneginf(new_max), 0.0)
+        probs = torch.exp(scores - shift)
+        rescale = torch.exp(row_max - shift)
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value_padded[..., start:start + block_size, :]
+''' + _GOOD_END), names="never copying them whole"),
     Bug("flash_attention", "NaN for rows that see no key", _flash('''
     if causal:
         last_key = torch.arange(L, device=query.device)[:, None] + (S - L)

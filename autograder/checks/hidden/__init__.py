@@ -15,6 +15,7 @@ from ...curriculum import LESSONS
 from ..compare import Report, check_probes
 from ..public import forbidden_report, student_namespace, summarize
 from ..runner import run_probe, run_probes
+from ..static import cell_source_of
 from .callees import reference_callee_objects, swapped
 
 # One module of checks per lesson, named l<NN>_<topic>; lessons without one yet are skipped.
@@ -73,8 +74,9 @@ def _expected(name, probes):
     return _EXPECTED[key]
 
 
-def report_for(name, probes, got_results):
-    """Compare a student's results (plain data) with the reference's; the trusted side of grading."""
+def report_for(name, probes, got_results, source=None):
+    """Compare a student's results (plain data) with the reference's; the trusted side of grading.
+    ``source``, the answer cell, decides the rules read in it ("no Python loops")."""
     spec = specs()[name]
     expected = _expected(name, probes)
 
@@ -84,7 +86,8 @@ def report_for(name, probes, got_results):
             _MISTAKEN[key] = [(hint, run_probe(wrong, copy.deepcopy(probes[i]))) for hint, wrong in spec.mistakes]
         return _MISTAKEN[key]
 
-    return check_probes(name, probes, got_results, expected, mistakes_for, spec.tolerance, spec.requirement_table())
+    return check_probes(name, probes, got_results, expected, mistakes_for, spec.tolerance, spec.requirement_table(),
+                        source)
 
 
 def hidden_report(name, obj):
@@ -98,7 +101,7 @@ def hidden_report(name, obj):
         probes = probes_for(name)
         with swapped(student_namespace(obj), reference_callee_objects(name)):
             results = run_probes(obj, probes)
-        report = report_for(name, probes, results)
+        report = report_for(name, probes, results, cell_source_of(obj))
     return report
 
 

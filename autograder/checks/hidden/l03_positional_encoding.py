@@ -238,9 +238,10 @@ def _odd_encoding_probe(id, title, max_len, d_model):
 
 
 def _loop_free_probe(id, title, max_len, d_model):
-    """Counts what building the table costs: a loop over the positions grows with max_len, a whole-tensor
-    answer takes the same dozen or so operations and lines at every length."""
-    return _encoding_probe(id, title, max_len, d_model, count_ops=True,
+    """"No Python loop" is read in the answer cell's source (static.no_loops), which the grader holds. A caller
+    without the source falls back on the operations counted in the student's process: a loop over the
+    positions grows with max_len, a whole-tensor answer takes the same dozen or so at every length."""
+    return _encoding_probe(id, title, max_len, d_model, source_rule="no-loops", count_ops=True,
                            op_limit={"at_most": 64, "size": f"max_len={max_len}", "advice": NO_LOOP_HINT})
 
 
@@ -249,7 +250,8 @@ SINUSOIDAL_REQUIREMENTS = (
                            "pos = 0 .. max_len-1 (within 1e-3 in float32)", 3),
     Requirement("odd-d-model", "an odd d_model raises ValueError"),
     Requirement("default-dtype", "returns torch's default dtype (float64 when that is the default)"),
-    Requirement("no-loops", "builds the table with whole-tensor operations, no Python loop over the positions"),
+    Requirement("no-loops", "builds the table with whole-tensor operations: the answer cell has no Python loop "
+                            "(for, while, comprehension, map, recursion) but over a tuple written out"),
 )
 
 
@@ -264,7 +266,8 @@ def sinusoidal_public_probes():
             _encoding_probe("float64-default", "float64 as torch's default dtype, max_len=6, d_model=4", 6, 4,
                             default_dtype="float64"),
         ]),
-        *requiring("no-loops", [_loop_free_probe("loop-free", "operations counted at max_len=256, d_model=4", 256, 4)]),
+        *requiring("no-loops", [_loop_free_probe("loop-free", "the source read for Python loops (max_len=256, "
+                                                 "d_model=4)", 256, 4)]),
     ]
 
 
@@ -285,8 +288,8 @@ def sinusoidal_hidden_probes(devices=("cpu",)):
             _encoding_probe("float64-default-wide", "float64 as torch's default dtype, max_len=20, d_model=10", 20, 10,
                             default_dtype="float64"),
         ]),
-        *requiring("no-loops", [_loop_free_probe("loop-free-long", "operations counted at max_len=1000, d_model=6",
-                                                 1000, 6)]),
+        *requiring("no-loops", [_loop_free_probe("loop-free-long", "the source read for Python loops (max_len=1000, "
+                                                 "d_model=6)", 1000, 6)]),
     ]
 
 

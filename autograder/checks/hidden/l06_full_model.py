@@ -11,16 +11,20 @@ layers) with the reference's weights, perturbed, and call forward, encode or dec
 mix-up goes unseen. count_parameters runs on the runner's fixtures (nn.Linear, a module that
 shares a weight, one with a frozen parameter, nn.BatchNorm1d, a small nn.Transformer).
 greedy_decode runs on the runner's ScriptedModel, whose next-token logits are a fixed table, so
-the tokens it must produce are known; the model also records how it was used (encode and decode
-calls, gradients, its mode, the masks it was given), and each probe checks the records its
-requirement is about. ScriptedModel cannot run on the meta device (decoding stops on the values
-it produces), so greedy_decode's device is not checked (the lesson says so).
+the tokens it must produce are known; on a probe of the calls, the mode or the masks, a decode
+made otherwise than the lesson says (the source encoded again, gradients on, training mode, a
+mask not passed on or inferred) reads the table with its vocabulary rolled, so the tokens show
+the mistake: the returned values decide, never the model's record of its use (written in the
+student's process), which only words the diagnosis. The mode the model is left in is read after
+the call. ScriptedModel cannot run on the meta device (decoding stops on the values it
+produces), so greedy_decode's device is not checked (the lesson says so).
 """
 
 import torch
 from torch import nn
 
 from ...reference import Transformer, causal_mask, count_parameters, greedy_decode, noam_lr
+from ..properties import FIXTURE_HINTS
 from .probes import ExerciseChecks, Requirement, function_probe, module_probe, on_device, randn, requiring, with_gradients
 
 # The plain case: two post-norm layers (so that a stack cut short shows), no dropout, no masks.
@@ -523,11 +527,14 @@ PAD, BOS, EOS = 5, 3, 4
 VOCAB = 9
 OTHER_IDS = {"pad_id": 6, "bos_id": 0, "eos_id": 1}
 
-# What each requirement reads in the model's record of how it was used (runner.ScriptedModel).
+# What each requirement's probes make the model's values show (runner.ScriptedModel's reveals), and the
+# records of its use that word the diagnosis when they fail ("training", the mode it is left in, is checked).
 DECODING_RECORDS = ("encode", "decode")
 STOPPING_RECORDS = ("decode",)
 MODE_RECORDS = ("training", "grad_enabled", "decoded_in_training_mode")
 MASK_RECORDS = ("src_key_padding_mask", "memory_key_padding_mask")
+REVEALS = {DECODING_RECORDS: ["calls"], STOPPING_RECORDS: ["calls"], MODE_RECORDS: ["mode"], MASK_RECORDS: ["masks"],
+           (): []}
 
 
 def _script(plans, max_len, seed, vocab, specials):
@@ -554,15 +561,17 @@ def _greedy_probe(id, title, plans, max_len, seed, records, training=False, pad_
     """
     specials = (pad_id, bos_id, eos_id)
     logits = _script(plans, max_len, seed, vocab, specials)
-    model = {"__fixture__": "scripted_model", "args": [logits, pad_id], "training": training}
+    source_mask = None if src_lengths is None else _padding(src_lengths, S)
+    model = {"__fixture__": "scripted_model", "args": [logits, pad_id], "training": training,
+             "kwargs": {"src_key_padding_mask": source_mask, "reveals": REVEALS[tuple(records)]}}
     ordinary = torch.tensor([t for t in range(vocab) if t not in specials])
     generator = torch.Generator().manual_seed(seed + 1)
     src = ordinary[torch.randint(len(ordinary), (len(plans), S), generator=generator)]  # (B, S)
     if pad_tokens:
         src[0, S // 2:] = pad_id
     kwargs = {}
-    if src_lengths is not None:
-        kwargs["src_key_padding_mask"] = _padding(src_lengths, S)
+    if source_mask is not None:
+        kwargs["src_key_padding_mask"] = source_mask
     return function_probe(id, title, (model, src, max_len, bos_id, eos_id), kwargs, ("tokens",),
                           records=list(records))
 
@@ -648,8 +657,19 @@ def greedy_decode_hidden_probes(devices=("cpu",)):
 
 
 def _greedy(model, src, max_len, bos_id, eos_id, src_key_padding_mask=None, variant=None):
-    """Greedy decoding with one knob turned the wrong way (only its output matters here)."""
-    with torch.no_grad():
+    """Greedy decoding with one knob turned the wrong way (only its output matters here): in eval mode, as
+    the reference decodes, so that on a probe of the mode only a mistake of the mode shows."""
+    was_training = model.training
+    if variant != "training_mode":
+        model.eval()
+    try:
+        return _greedy_in_eval_mode(model, src, max_len, bos_id, eos_id, src_key_padding_mask, variant)
+    finally:
+        model.train(was_training)
+
+
+def _greedy_in_eval_mode(model, src, max_len, bos_id, eos_id, src_key_padding_mask, variant):
+    with torch.set_grad_enabled(variant == "gradients"):
         memory = model.encode(src, src_key_padding_mask)  # (B, S, C)
         ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
@@ -693,6 +713,9 @@ GREEDY_DECODE_MISTAKES = [
      _greedy_mistake("first_position")),
     ("the output is one token too long: counting bos_id, a row has at most max_len tokens",
      _greedy_mistake("one_too_many")),
+    # Named by the tokens a decode so made returns (the stand-in rolls its table), not by its record.
+    (FIXTURE_HINTS["grad_enabled"], _greedy_mistake("gradients")),
+    (FIXTURE_HINTS["decoded_in_training_mode"], _greedy_mistake("training_mode")),
 ]
 
 

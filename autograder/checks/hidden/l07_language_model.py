@@ -9,8 +9,11 @@ weights, perturbed. Whether lm_head's weight IS the token embedding's shows in t
 gives lm_head.weight other values than the embedding, and loading them into one shared Parameter
 sets both (lm_head is loaded last), where a copy keeps two matrices. cached_self_attention runs on
 the runner's AttentionProjections (a lesson 02 MultiHeadAttention's four projections and
-num_heads), generate and perplexity on the runner's TinyLM, a float64 stand-in whose cached and
-uncached logits agree and which records how it was called (its calls, gradients, its mode).
+num_heads), generate and perplexity on the runner's TinyLM, a float64 stand-in whose values show
+how it was used: on a probe of the cache, uncached calls, a first cached call and the later ones
+read three different heads, and on a probe of the mode, gradients or training mode roll the
+vocabulary, so the tokens or the perplexity returned decide; its record of the calls only words
+the diagnosis.
 TinyLM's sampling values mean nothing on the meta device, so generate's and perplexity's device is
 not checked.
 """
@@ -26,6 +29,7 @@ from ...reference import (DecoderOnlyLM, cached_self_attention, generate, make_l
 from ...reference.attention import scaled_dot_product_attention
 from ...reference.decoder import causal_mask
 from ...reference.multihead import merge_heads, split_heads
+from ..properties import FIXTURE_HINTS
 from .probes import ExerciseChecks, Requirement, function_probe, module_probe, on_device, randn, requiring
 
 
@@ -572,8 +576,14 @@ MODE_RECORDS = ("training", "lm_grad_enabled", "lm_ran_in_training_mode")
 CALL_RECORDS = ("lm_calls",)
 
 
-def _model(max_len, seed, training=False):
-    return {"__fixture__": "tiny_lm", "args": [LM_VOCAB, max_len, seed], "training": training}
+# What a probe's records are about, the stand-in's values show (runner.TinyLM's reveals); the records only
+# word the diagnosis ("training", the mode it is left in, is checked).
+REVEALS = {MODE_RECORDS: ["mode"], CALL_RECORDS: ["calls"], (): []}
+
+
+def _model(max_len, seed, training=False, records=()):
+    return {"__fixture__": "tiny_lm", "args": [LM_VOCAB, max_len, seed], "training": training,
+            "kwargs": {"reveals": REVEALS[tuple(records)]}}
 
 
 def _generate_probe(id, title, B, T_prompt, new, max_len, seed, records=(), training=False, **kwargs):
@@ -581,7 +591,7 @@ def _generate_probe(id, title, B, T_prompt, new, max_len, seed, records=(), trai
     hint = kwargs.pop("hint", None)
     kwargs["generator"] = {"__fixture__": "generator", "args": [seed + 200]}
     extra = {"hint": hint} if hint else {}
-    return function_probe(id, title, (_model(max_len, seed, training), prompt, new), kwargs, ("ids",),
+    return function_probe(id, title, (_model(max_len, seed, training, records), prompt, new), kwargs, ("ids",),
                           records=list(records), **extra)
 
 
@@ -590,11 +600,12 @@ def _generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=
     """generate with one knob turned the wrong way (only its output matters here)."""
     if use_cache and variant != "no_length_check" and prompt.size(1) + max_new_tokens > model.max_len:
         raise ValueError("too long")
-    model.eval()
-    with torch.no_grad():
+    if variant != "training_mode":
+        model.eval()
+    with torch.set_grad_enabled(variant == "gradients"):
         ids, cache = prompt, None
         for _ in range(max_new_tokens):
-            if not use_cache:
+            if not use_cache or variant == "cache_ignored":
                 logits = model(ids if variant == "no_window" else ids[:, -model.max_len:])
             elif cache is None or variant == "fresh_cache":
                 fresh = cache is None
@@ -639,6 +650,12 @@ GENERATE_MISTAKES = [
      "model(ids[:, -model.max_len:])", _generate_mistake("no_window")),
     ("temperature, top_k and top_p are not passed on: next_token_probs(logits[:, -1], temperature, top_k, top_p)",
      _generate_mistake("options_dropped")),
+    # Named by the tokens returned (the stand-in's values show its calls and mode), not by its record.
+    ("use_cache is ignored: with use_cache, run the prompt once through model.forward_cached(prompt, cache), "
+     "cache = [None] * len(model.layers), then only the newest token, ids[:, -1:], with the same cache",
+     _generate_mistake("cache_ignored")),
+    (FIXTURE_HINTS["lm_grad_enabled"], _generate_mistake("gradients")),
+    (FIXTURE_HINTS["lm_ran_in_training_mode"], _generate_mistake("training_mode")),
 ]
 
 TOO_LONG_HINT = ("with use_cache, T_prompt + max_new_tokens > model.max_len must raise ValueError before any token "
@@ -728,8 +745,9 @@ def generate_hidden_probes(devices=("cpu",)):
 # ----------------------------------------------------------------------------- perplexity
 def _perplexity(model, ids, block_size, batch_size=64, variant=None):
     x, y = make_lm_examples(ids, block_size)
-    model.eval()
-    with torch.no_grad():
+    if variant not in ("training_mode", "training_mode_gradients"):
+        model.eval()
+    with torch.set_grad_enabled(variant in ("gradients", "training_mode_gradients")):
         losses = []
         for start in range(0, x.size(0), batch_size):
             logits = model(x[start : start + batch_size])
@@ -744,7 +762,7 @@ def _perplexity(model, ids, block_size, batch_size=64, variant=None):
         return total.sum().item() / y.numel()
     if variant == "tensor":
         return torch.exp(total.sum() / y.numel())
-    raise AssertionError(variant)
+    return math.exp(total.sum().item() / y.numel())  # right but for the mode
 
 
 def _perplexity_mistake(variant):
@@ -762,12 +780,17 @@ PERPLEXITY_MISTAKES = [
     ("the batches' means are averaged: a last, smaller batch counts as much as a full one; sum the losses "
      "(reduction='sum') and divide by the number of tokens", _perplexity_mistake("batch_means")),
     ("returns a tensor: the perplexity is a Python float (math.exp(...), or .item())", _perplexity_mistake("tensor")),
+    # Named by the value returned (the stand-in's logits show the mode), not by its record.
+    (FIXTURE_HINTS["lm_grad_enabled"], _perplexity_mistake("gradients")),
+    (FIXTURE_HINTS["lm_ran_in_training_mode"], _perplexity_mistake("training_mode")),
+    ("runs the model in training mode with gradients on: call model.eval() and do the work inside torch.no_grad(), "
+     "then restore the mode the model was in", _perplexity_mistake("training_mode_gradients")),
 ]
 
 
 def _perplexity_probe(id, title, N, block_size, max_len, seed, records=(), training=False, **kwargs):
     ids = _tokens(N, vocab=LM_VOCAB, seed=seed + 100)
-    return function_probe(id, title, (_model(max_len, seed, training), ids, block_size), kwargs, ("perplexity",),
+    return function_probe(id, title, (_model(max_len, seed, training, records), ids, block_size), kwargs, ("perplexity",),
                           records=list(records))
 
 

@@ -515,15 +515,18 @@ FLASH_MISTAKES = [
      "(new_max.masked_fill(torch.isneginf(new_max), 0.0)), and divide a row_sum of 0 by 1", _flash_no_shift),
 ]
 
-FULL_MATRIX = ("a tensor of all L x S scores is created: compute each block's scores from its own keys, "
-               "q @ key[..., start:stop, :].transpose(-2, -1), (..., L, block_size), never the whole L x S matrix")
+FULL_MATRIX = ("a tensor of a whole row of S scores (or of all L x S), or a copy of all the keys, is created: compute "
+               "each block's scores from its own keys, q @ key[..., start:stop, :].transpose(-2, -1), (..., L, "
+               "block_size), and read key and value only through such slices (views), never copying them whole")
 
 FLASH_REQUIREMENTS = (
     Requirement("formula", "equals softmax(Q K^T / sqrt(D)) V for any block_size >= 1 (1, one that does not divide "
                            "S, S, more than S) and any leading axes", 3),
     Requirement("causal", "with causal, query i sees keys 0 .. i + S - L (bottom right); a query that sees no key "
                           "outputs zeros"),
-    Requirement("memory", "never creates the L x S scores: at most (..., L, block_size) of them at once"),
+    Requirement("memory", "runs within a memory budget smaller than one row of S scores: never a tensor of a whole "
+                          "row of S scores (let alone L x S), nor a copy of all the keys or values; at most "
+                          "(..., L, block_size) scores at once"),
     Requirement("dtype-device", "follows the dtype (float64) and device (meta) of its inputs", 0.5),
 )
 
@@ -540,13 +543,17 @@ def _flash_probe(id, title, lead, L, S, D, seed, dtype="float32", Dv=None, causa
     return function_probe(id, title, (q, k, v), kwargs, ("output",), **extra)
 
 
-def _memory_probe(id, title, lead, L, S, D, block_size, seed):
-    """The largest tensor the call creates: at most the (..., L, block_size) scores or an input's size."""
-    probe = _flash_probe(id, title, lead, L, S, D, seed, block_size=block_size, count_ops=True)
-    at_most = math.prod(lead) * max(L * block_size, L * D, S * D)
-    assert math.prod(lead) * L * S > at_most  # the probe can tell the whole matrix from a block
-    probe["size_limit"] = {"at_most": at_most, "what": f"(..., L, block_size) = {(*lead, L, block_size)} scores "
-                                                      "(or an input's size)", "advice": FULL_MATRIX}
+def _memory_probe(id, title, lead, L, S, block_size, seed):
+    """A long sequence (D = 1, S far above L x block_size) run within a budget that the kernel enforces:
+    half of what one row of S scores takes, while block-wise code needs a few (..., L, block_size) blocks."""
+    row = math.prod(lead) * S * 4  # bytes of a float32 (..., 1, S) row of scores, or of a copy of the keys
+    budget = row // 2
+    assert math.prod(lead) * L * block_size * 4 * 16 <= budget  # room for many blocks of scores at once
+    probe = _flash_probe(id, title, lead, L, S, 1, seed, block_size=block_size)
+    probe["memory_budget"] = budget
+    probe["memory_rule"] = (f"half of one row of S={S:,} scores, (..., 1, S) = {(*lead, 1, S)}, or of a copy "
+                            f"of the keys ({row:,} bytes each)")
+    probe["memory_advice"] = FULL_MATRIX
     return probe
 
 
@@ -566,8 +573,8 @@ def flash_public_probes():
             _flash_probe("causal-l-gt-s", "causal, L=6 > S=4: rows 0 and 1 see no key, block_size=2", (2,), 6, 4, 4,
                          seed=96, causal=True, block_size=2),
         ]),
-        *requiring("memory", [_memory_probe("memory", "L = S = 64, D=4, block_size=8: the largest tensor created",
-                                            (2,), 64, 64, 4, 8, seed=97)]),
+        *requiring("memory", [_memory_probe("memory", "L=4, S=262,144 (D=1), block_size=1024, within 512 KiB",
+                                            (1,), 4, 262144, 1024, seed=97)]),
         *requiring("dtype-device", [
             _flash_probe("float64", "float64, L=4, S=6, block_size=4", (2,), 4, 6, 4, seed=98, dtype="float64",
                          block_size=4),
@@ -593,8 +600,8 @@ def flash_hidden_probes(devices=("cpu",)):
             _flash_probe("causal-l-gt-s-2", "causal, L=7 > S=3, block_size=1", (1,), 7, 3, 4, seed=106, causal=True,
                          block_size=1),
         ]),
-        *requiring("memory", [_memory_probe("memory-2", "L = S = 96, D=4, block_size=16: the largest tensor created",
-                                            (2,), 96, 96, 4, 16, seed=107)]),
+        *requiring("memory", [_memory_probe("memory-2", "2 x L=3, S=131,072 (D=1), block_size=512, within 512 KiB",
+                                            (2,), 3, 131072, 512, seed=107)]),
         *requiring("dtype-device", [
             _flash_probe("float64-2", "float64, L=5, S=9, block_size=4", (2,), 5, 9, 8, seed=108, dtype="float64",
                          block_size=4),
