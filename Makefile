@@ -4,7 +4,7 @@
 #   make lessons   regenerate lessons/ from solutions/ (after editing a solution notebook)
 #   make bench     every speed figure in one table, a class of 100 graded included (BENCH=--quick); bench-grading: nbgrader vs the trusted grader
 #   make release   write release/<lesson>/: what a class receives for each lesson (LESSONS="01 02": only those)
-#   make autograde trusted scores for every submission in submitted/, into nbgrader's gradebook
+#   make autograde trusted scores for every submission in submitted/, into nbgrader's gradebook and autograded/
 #   make gradescope LESSON=01   gradescope/<lesson>.zip: the lesson's autograder for Gradescope
 # Each target first makes the virtual environment (.venv) if it is missing or stale.
 
@@ -70,7 +70,8 @@ lessons: $(STAMP)
 release: $(STAMP)
 	$(BIN)/python -m autograder release release $(LESSONS)
 
-# LESSONS= limits it to some lessons, e.g. make autograde LESSONS=01_self_attention
+# LESSONS= limits it to some lessons, e.g. make autograde LESSONS=01_self_attention. It runs no
+# notebook outside the sandbox: it writes the autograded/ notebooks that feedback reads itself.
 autograde: $(STAMP)
 	$(BIN)/python -m autograder autograde $(LESSONS)
 

@@ -6,9 +6,12 @@ them (`make lessons`), and submitted/, autograded/, feedback/ and gradebook.db a
 here as a course is graded (all four are gitignored).
 """
 
+import csv
 import os
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.converters import GenerateAssignment
+from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades, NbGraderPreprocessor
 
 c = get_config()  # noqa: F821 (defined by the config loader)
@@ -29,16 +32,60 @@ c.ClearSolutions.code_stub = {
 # stated here because the grading depends on it).
 c.ClearHiddenTests.enabled = True
 
-# Autograding puts back any test cell a student deleted and runs it like the others.
-# (Without this, a deleted test cell is left unscored, "needs manual grading".)
+
+
+class ClearWidgetState(NbGraderPreprocessor):
+    """Drop the saved state of the solution run's widgets (tqdm's bars, hundreds of lines in
+    metadata.widgets): a student notebook has no outputs to show them, so `make lessons` and
+    `nbgrader generate_assignment` both write a lesson without it."""
+
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)
+        return nb, resources
+
+
+c.GenerateAssignment.preprocessors = GenerateAssignment.class_traits()["preprocessors"].default() + [ClearWidgetState]
+
+# `make autograde` puts back any test cell a student deleted (in autograded/, with the trusted
+# score as its output). Without this, a deleted test cell would be missing from the feedback page.
 c.OverwriteCells.add_missing_cells = True
 
-# A cell that runs longer than this is stopped and counts as failed, so that an endless
-# loop in a submission cannot stall grading. The longest cell of the course, lesson 06's
-# training, is meant to take under 120 s on two CPU cores; this leaves it room. Execute is
-# nbgrader's autograder, ExecutePreprocessor nbconvert's (`jupyter nbconvert --execute`).
+# Late submissions (docs/instructors.md, "Due dates and late submissions"): the due date is the
+# assignment's (`nbgrader db assignment add <lesson> --duedate=...`), the time of a submission
+# its timestamp.txt from `nbgrader collect`; `make autograde` applies this plugin's penalty.
+# "none" records how late it is and takes nothing off; "zero" takes the whole score.
+c.LateSubmissionPlugin.penalty_method = "none"
+
+# A cell of plain `nbgrader autograde` or `jupyter nbconvert --execute` (not a step of the
+# course's round, which runs no notebook outside the sandbox) that runs longer than this is
+# stopped. The longest cell of the course, lesson 06's training, is meant to take under 120 s
+# on two CPU cores; this leaves it room.
 c.Execute.timeout = 180
 c.ExecutePreprocessor.timeout = 180
+
+
+class RoundedCsvExport(CsvExportPlugin):
+    """nbgrader's CSV export, with the scores rounded to the hundredth the grader computes
+    (a sum of per-exercise floats is otherwise written as 8.129999999999999)."""
+
+    SCORES = ("raw_score", "late_submission_penalty", "score", "max_score")
+
+    def export(self, gradebook):
+        super().export(gradebook)
+        path = self.to or "grades.csv"
+        with open(path, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        if not rows:
+            return
+        for row in rows:
+            row.update({key: f"{round(float(row[key]), 2):g}" for key in self.SCORES if row.get(key)})
+        with open(path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+c.ExportApp.plugin_class = RoundedCsvExport
 
 
 class ShortTracebacksInTestCells(NbGraderPreprocessor):

@@ -30,14 +30,16 @@ def _print_table(result, kind):
             for line in message.splitlines():
                 print(f"      {line}")
     print(f"  total {'':<{width}}  {result.score:g} / {result.max:g}")
+    print(f"  isolation: {result.isolation}")
 
 
 def _autograde(args):
-    from .grading.batch import GradingBusy, autograde, summary_table
+    from .grading.batch import GradingBusy, NoIsolation, autograde, summary_table
 
     try:
-        results = autograde(args.course, args.lessons, args.student, args.jobs, args.timeout)
-    except (SubmissionError, GradingBusy) as exc:
+        results = autograde(args.course, args.lessons, args.student, args.jobs, args.timeout,
+                            allow_no_isolation=args.allow_no_isolation)
+    except (SubmissionError, GradingBusy, NoIsolation) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # nbgrader's MissingEntry: the assignment is not in the gradebook yet
@@ -115,6 +117,9 @@ def main(argv=None):
     autograde.add_argument("--student", action="append", help="grade only this student (repeatable)")
     autograde.add_argument("--jobs", type=int, help="notebooks graded at once (default: one per core)")
     autograde.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per cell and per exercise")
+    autograde.add_argument("--allow-no-isolation", action="store_true",
+                           help="grade into the gradebook even where the sandbox has no isolation (student code "
+                                "then runs as you, beside the course and the gradebook)")
     release = commands.add_parser("release", help="write what students receive, one folder per lesson")
     release.add_argument("dest", help="folder to write (e.g. release/)")
     release.add_argument("lessons", nargs="*", help="only these lessons, by name or number (e.g. 01 02; default: all)")

@@ -35,20 +35,29 @@ VISIBILITIES = ("visible", "after_published")
 DEFAULT_ROOT = "/autograder"
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, as root, when it builds the autograder's image (Ubuntu).
-# AUTOGRADER_SKIP_INSTALL=1 skips the installation (tests/test_gradescope.py, whose Python has it all).
+# Gradescope runs this once, as root, when it builds the autograder's image. The course needs
+# Python 3.11: pick the "Ubuntu 22.04" base image, whose archive has it (python3.11; its own
+# python3 is 3.10). AUTOGRADER_SKIP_INSTALL=1 skips the installation (tests/test_gradescope.py,
+# whose Python has it all); AUTOGRADER_TORCH_INDEX names another index for torch (a mirror).
 set -euo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 if [ "${AUTOGRADER_SKIP_INSTALL:-}" = 1 ]; then
     echo "setup.sh: AUTOGRADER_SKIP_INSTALL=1, nothing installed"
     exit 0
 fi
-apt-get install -y python3 python3-venv python3-pip
-python3 -m venv "$ROOT/venv"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+if ! command -v python3.11 >/dev/null; then
+    apt-get install -y python3.11 python3.11-venv || {
+        echo "setup.sh: this image has no Python 3.11; choose Gradescope's Ubuntu 22.04 base image" >&2; exit 1; }
+fi
+apt-get install -y python3.11-venv
+python3.11 -m venv "$ROOT/venv"
 # The containers have no GPU: the CPU build of torch is a fraction of the size.
-"$ROOT/venv/bin/pip" install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu \\
+"$ROOT/venv/bin/pip" install --no-cache-dir --index-url "${AUTOGRADER_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}" \\
     "$(grep '^torch==' "$ROOT/source/requirements.txt")"
 "$ROOT/venv/bin/pip" install --no-cache-dir -r "$ROOT/source/requirements.txt"
+"$ROOT/venv/bin/python" -c "import sys, torch; print('setup.sh: Python', sys.version.split()[0], 'torch', torch.__version__)"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -134,17 +143,22 @@ def find_notebook(submission, lesson):
     return chosen, f" (also submitted, not graded: {', '.join(others)})" if others else ""
 
 
+# The messages are plain text whose probe lines are indented: shown as they are, not as HTML.
+OUTPUT_FORMAT = {"output_format": "text", "test_output_format": "text"}
+
+
 def _test(number, exercise, score, messages, visibility):
     return {"name": exercise.name, "number": str(number), "score": round(score, 2), "max_score": exercise.points,
             "status": "passed" if score >= exercise.points else "failed", "output": "\n".join(messages),
-            "visibility": visibility}
+            "output_format": "text", "visibility": visibility}
 
 
 def _not_graded(lesson, why):
     """Results for a submission that can't be graded: 0 for each exercise, the reason shown at once
     (visible whatever the instructor chose, so that the student can resubmit before the deadline)."""
     tests = [_test(i, e, 0, [f"not graded: {why}"], "visible") for i, e in enumerate(lesson.exercises, 1)]
-    return {"score": 0, "output": why, "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+    return {"score": 0, "output": why, "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
+            **OUTPUT_FORMAT}
 
 
 def results_for(submission, lesson, visibility="visible"):
@@ -166,9 +180,9 @@ def results_for(submission, lesson, visibility="visible"):
              for i, e in enumerate(lesson.exercises, 1)]
     summary = (f"Graded {notebook.name}{also} as {lesson.name} ({lesson.title}): {result.score:g} / {result.max:g}. "
                "Each exercise is checked on the public checks of your notebook and on hidden ones of the "
-               "same requirements (other sizes, dtypes and seeds).")
+               f"same requirements (other sizes, dtypes and seeds).\nIsolation of your code: {result.isolation}")
     return {"score": round(result.score, 2), "output": summary, "visibility": visibility,
-            "stdout_visibility": "hidden", "tests": tests}
+            "stdout_visibility": "hidden", "tests": tests, "extra_data": {"isolation": result.isolation}, **OUTPUT_FORMAT}
 
 
 def write_results(results, path):
@@ -194,6 +208,8 @@ def grade_submission(lesson_name, visibility="visible", root=None):
     results["execution_time"] = round(time.monotonic() - started)
     write_results(results, root / "results" / "results.json")
     print(f"{lesson.name}: {results['score']} / {lesson.max_score}")
+    if "isolation" in results.get("extra_data", {}):  # for the instructor: stdout is hidden from students
+        print(f"  isolation: {results['extra_data']['isolation']}")
     for test in results["tests"]:
         print(f"  {test['name']}: {test['score']} / {test['max_score']}")
     return results

@@ -8,7 +8,8 @@ Every lesson of autograder/curriculum.py that has a source notebook
 (solutions/00_start_here/, curriculum.INTRODUCTION), goes through `nbgrader generate_assignment` with
 the course's nbgrader_config.py (and no other configuration, so that a personal
 ~/.jupyter cannot change the result): solutions become stubs, hidden tests disappear,
-outputs are cleared. nbgrader works in a throw-away copy of the course, so no gradebook
+outputs and the solution run's widget state are cleared (ClearWidgetState in nbgrader_config.py,
+so that `nbgrader generate_assignment` writes the same bytes). nbgrader works in a throw-away copy of the course, so no gradebook
 is left behind. The same solutions always give the same bytes.
 """
 
@@ -85,17 +86,7 @@ def generate(output, root=REPO):
         for name in names:
             shutil.rmtree(output / name, ignore_errors=True)
             shutil.copytree(course / "lessons" / name, output / name)
-            _drop_widget_state(output / name / f"{name}.ipynb")
     return names
-
-
-def _drop_widget_state(path):
-    """Remove the saved state of the solution run's widgets (tqdm's bars): a lesson has no outputs to show them."""
-    import nbformat
-
-    notebook = nbformat.read(path, as_version=4)
-    if notebook.metadata.pop("widgets", None) is not None:
-        nbformat.write(notebook, path)
 
 
 def has_been_run(notebook_path):

@@ -16,6 +16,7 @@ import importlib.util
 import io
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = ["README.md", "docs/instructors.md", "docs/architecture.md"]
 
 # Folders and files that appear only while a course is taught (all gitignored) or that `make venv` creates.
-MADE_AT_RUN_TIME = {"submitted", "autograded", "feedback", "release", "gradescope", "gradebook.db", "grades.csv", ".venv"}
+MADE_AT_RUN_TIME = {"submitted", "autograded", "feedback", "release", "gradescope", "gradebook.db", "grades.csv", ".venv",
+                    "timestamp.txt", "submission_secret.txt"}
 NOT_THE_REPOSITORY = MADE_AT_RUN_TIME | {".git", "__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 PATH_SUFFIXES = (".py", ".md", ".ipynb", ".yml", ".txt", ".pt", ".cfg", ".toml")
 PLACEHOLDERS = [(re.compile(r"<[^<>/]+>"), "*"), (re.compile(r"\bNN_topic\b"), "*"), (re.compile(r"\bNN\b"), "[0-9][0-9]")]
@@ -135,6 +137,57 @@ def nbgrader_problems(snippets):
     return problems
 
 
+@functools.lru_cache(maxsize=None)
+def options_of(*command):
+    """The --options that ``python -m <command>`` lists in its help, spelt without dashes or
+    underscores (pytest lists --junit-xml and takes --junitxml too)."""
+    flag = "--help-all" if command[0] == "nbgrader" else "--help"
+    text = subprocess.run([sys.executable, "-m", *command, flag], cwd=REPO, capture_output=True, text=True,
+                          timeout=120).stdout
+    return {re.sub(r"[-_]", "", option) for option in re.findall(r"--([A-Za-z][\w-]*)", text)}
+
+
+@functools.lru_cache(maxsize=None)
+def configurable_traits():
+    """{class name: its configurable traits} for nbgrader's classes (what --Class.trait=... may set)."""
+    import nbgrader.apps  # noqa: F401 (imports every configurable class of nbgrader)
+    from traitlets.config import Configurable
+
+    found, todo = {}, [Configurable]
+    while todo:
+        cls = todo.pop()
+        found.setdefault(cls.__name__, set()).update(cls.class_traits(config=True))
+        todo += cls.__subclasses__()
+    return found
+
+
+def _nbgrader_command(words):
+    """The (sub)command an nbgrader command line runs: `db student add` for the database's."""
+    return tuple(words[:3]) if words[0] == "db" else (words[0],)
+
+
+def flag_problems(snippets):
+    """Every --option given to an nbgrader command, or to pytest with the course's plugin, is one it
+    takes (nbgrader's --Class.trait=... included)."""
+    from nbgrader.apps.nbgraderapp import NbGraderApp
+
+    problems = []
+    invocations = [("nbgrader", *_nbgrader_command(words), words) for words in commands(snippets, "nbgrader")
+                   if words and words[0] in NbGraderApp.subcommands]
+    invocations += [("pytest", "-p", "autograder.pytest_plugin", words)
+                    for words in commands(snippets, "python -m pytest") if "autograder.pytest_plugin" in words]
+    for *command, words in invocations:
+        for option in {w.split("=")[0][2:] for w in words if w.startswith("--")}:
+            if "." in option:
+                cls, trait = option.split(".", 1)
+                known = trait in configurable_traits().get(cls, ())
+            else:
+                known = re.sub(r"[-_]", "", option) in options_of(*command)
+            if not known:
+                problems.append(f"{' '.join(command)} --{option}: no such option")
+    return problems
+
+
 def module_problems(snippets):
     problems = []
     for snippet in snippets:
@@ -191,7 +244,7 @@ def problems_in(markdown):
     fenced, inline = code_of(markdown)
     snippets = fenced + inline
     return (make_problems(snippets) + cli_problems(snippets) + nbgrader_problems(snippets)
-            + module_problems(snippets) + path_problems(inline))
+            + flag_problems(snippets) + module_problems(snippets) + path_problems(inline))
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -213,18 +266,23 @@ make autograde LESSON=01_self_attention  # a variable of make lab, not of make a
 python -m autograder frobnicate x      # no such command
 python -m autograder grade x.ipynb --nonsense
 nbgrader formgrader                    # it is `nbgrader formgrade`, or JupyterLab's /formgrader
+nbgrader collect 01 --studnet=ada --CourseDirectory.ignor='[]'   # misspelt options
+python -m pytest -p autograder.pytest_plugin --notebooks submitted/
 python -m autograder.nothere
 ```
 Open `autograder/nothere.py` and `solutions/<lesson>/nothere.ipynb`.
 """
     found = "\n".join(problems_in(planted))
     for expected in ("make nonsense", "NOSUCHVAR", "`make autograde` does not read LESSON", "autograder frobnicate", "grade --nonsense",
-                     "nbgrader formgrader", "autograder.nothere: no such module",
+                     "nbgrader formgrader", "autograder.nothere: no such module", "collect --studnet",
+                     "collect --CourseDirectory.ignor", "pytest_plugin --notebooks",
                      "`autograder/nothere.py`", "`solutions/<lesson>/nothere.ipynb`"):
         assert expected in found, f"the check missed {expected!r}; it found:\n{found}"
     fine = """
 `make test`, `make lab LESSON=lessons/01_self_attention/01_self_attention.ipynb`,
 `python -m autograder grade submitted/<student>/<lesson>/<lesson>.ipynb --json`, `nbgrader export`,
+`nbgrader collect 01 --student=ada --update --CourseDirectory.ignore='[]'`,
+`python -m pytest -p autograder.pytest_plugin --notebook submitted/ --grade-timeout 90 --junitxml=x.xml -k a`,
 `solutions/<lesson>/<lesson>.ipynb`, `autograder/checks/hidden/l<lesson>.py`, `release/<lesson>/`
 """
     assert problems_in(fine) == []

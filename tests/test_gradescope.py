@@ -24,6 +24,7 @@ import pytest
 
 from autograder.curriculum import LESSONS
 from autograder.gradescope import build_zip
+from autograder.grading import sandbox
 from autograder.lessons import REPO, source_notebook
 from tests.nbcells import cell_with_id, solution_code
 
@@ -149,8 +150,11 @@ def graded(archive, autograder_roots):
 
 def assert_gradescope_format(results):
     """The fields Gradescope documents, with their types; the total is the sum of the tests."""
-    assert set(results) <= {"score", "execution_time", "output", "visibility", "stdout_visibility", "extra_data",
-                            "tests", "leaderboard"}, sorted(results)
+    assert set(results) <= {"score", "execution_time", "output", "output_format", "test_output_format",
+                            "test_name_format", "visibility", "stdout_visibility", "extra_data", "tests",
+                            "leaderboard"}, sorted(results)
+    # The messages' probe lines are indented plain text: rendered as text, not run through HTML.
+    assert results["output_format"] == results["test_output_format"] == "text"
     assert isinstance(results["score"], (int, float)) and isinstance(results["output"], str)
     assert results["visibility"] in VISIBILITIES and results["stdout_visibility"] in VISIBILITIES
     assert results["stdout_visibility"] == "hidden", "stdout is the instructor's (grader traces)"
@@ -195,6 +199,16 @@ def test_a_submission_is_graded_into_results_json(graded, kind):
         assert all("not implemented" in output for output in outputs.values()), outputs
     if kind == "correct":
         assert all(test["status"] == "passed" for test in results["tests"])
+    isolation = sandbox.isolation().description
+    assert results["extra_data"]["isolation"] == isolation and f"Isolation of your code: {isolation}" in results["output"]
+
+
+def test_setup_sh_updates_the_package_lists_and_installs_the_course_python(archive):
+    with zipfile.ZipFile(archive) as bundle:
+        setup = bundle.read("setup.sh").decode()
+    commands = [line.strip() for line in setup.splitlines() if line.strip().startswith(("apt-get", "python3"))]
+    assert commands[0] == "apt-get update", commands  # a fresh image's package lists are empty
+    assert any(c.startswith("python3.11 -m venv") for c in commands), "the course pins Python 3.11"
 
 
 @pytest.mark.parametrize("kind", list(CANNOT_BE_GRADED))

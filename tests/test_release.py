@@ -233,3 +233,19 @@ def test_every_import_in_a_bundle_is_satisfied_by_its_requirements(release, less
                if module not in sys.stdlib_module_names and module not in ("autograder", "lesson_tools")
                and not {canonicalize_name(d) for d in providers.get(module, [])} & installed}
     assert not missing, f"imported by {lesson}'s bundle, installed by none of its requirements: {missing}"
+
+
+def test_nbgrader_generate_assignment_writes_what_make_lessons_wrote(tmp_path, jupyter_env):
+    """The documented registration (`nbgrader generate_assignment --force <lesson>`) leaves lessons/
+    as it is: lesson 07's solution run saved tqdm's widget state, which neither may ship."""
+    name = "07_language_model"
+    assert "widgets" in nbformat.read(source_notebook(name), as_version=4).metadata, \
+        "the solution no longer carries widget state: pick a lesson whose solution does"
+    shutil.copy(REPO / "nbgrader_config.py", tmp_path)
+    shutil.copytree(REPO / "solutions" / name, tmp_path / "solutions" / name)
+    shutil.copytree(REPO / "lessons" / name, tmp_path / "lessons" / name)
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "--force", name], cwd=tmp_path,
+                          env=jupyter_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    generated = (tmp_path / "lessons" / name / f"{name}.ipynb").read_bytes()
+    assert generated == (REPO / "lessons" / name / f"{name}.ipynb").read_bytes()

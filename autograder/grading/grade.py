@@ -21,6 +21,7 @@ class ExerciseGrade:
     score: float
     max: float
     messages: list = field(default_factory=list)
+    requirements: dict = field(default_factory=dict)  # requirement key -> met, where the checks ran (pytest items)
 
     def as_dict(self):
         return {"score": self.score, "max": self.max, "messages": self.messages}
@@ -134,7 +135,8 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
             messages.append(f"passes all {report.total} {kind} checks")
         else:
             messages.extend(failure_text(report, kind, shown=3, points=exercise.points).splitlines())
-        grades[name] = ExerciseGrade(report.score(exercise.points), exercise.points, messages)
+        grades[name] = ExerciseGrade(report.score(exercise.points), exercise.points, messages,
+                                     {key: requirement.met for key, requirement in report.requirements.items()})
     if not hidden:  # the student's own callees ran: say when one of them explains a failure
         for exercise in lesson.exercises:
             grade_ = grades[exercise.name]
