@@ -31,6 +31,10 @@ LONGEST_FIRST = {
     "test_notebooks.py": 124,
     "test_adversarial.py": 104,  # and it grades on 2 processes of its own
     "test_trusted_autograde.py": 89,
+    "test_pytest_plugin.py": 80,
+    "test_sandbox.py": 75,
+    "test_exchange_round.py": 60,
+    "test_warm.py": 55,
     "test_release.py": 60,
     "test_checks.py": 40,
     "test_browser.py": 39,

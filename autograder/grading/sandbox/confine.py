@@ -36,6 +36,7 @@ PR_CAP_AMBIENT_IS_SET, PR_CAP_AMBIENT_CLEAR_ALL = 1, 4
 JOB_FOLDER = "/job"  # where a job finds its folder, whichever way it was started
 JOBS_FOLDER = "/jobs"  # where a warm server finds the folders of its jobs
 SERVER_PROC = "/.proc"  # a warm server's /proc of its own PID namespace (its /proc is the machine's)
+PYTHON_HELD = "/.python"  # Python's folders that lie in /tmp, held where a job's own /tmp can't cover them
 TMP_SIZE = "64m"  # each job's /tmp and /dev/shm
 
 # What no exercise needs and an escape does: mounts and namespaces (a way back to the files the
@@ -128,8 +129,10 @@ def _remount_read_only(target):
     mount(None, target, None, flags)
 
 
-def private_mounts(job_name):
-    """In a job's new mount namespace (its PID 1): what no other job shares, and only its own folder."""
+def private_mounts(job_name, python_in_tmp=()):
+    """In a job's new mount namespace (its PID 1): what no other job shares, and only its own folder.
+    ``python_in_tmp``: the places in /tmp of Python's folders (held at PYTHON_HELD/N), put back on the
+    job's own /tmp, read-only."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     try:  # the kernel allows it where the /proc below (the machine's, which the server has) is all visible
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
@@ -139,6 +142,10 @@ def private_mounts(job_name):
     for covered in (JOBS_FOLDER, SERVER_PROC):
         mount("tmpfs", covered, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=755")
     mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+    for number, place in enumerate(python_in_tmp):
+        os.makedirs(place, mode=0o755, exist_ok=True)
+        mount(f"{PYTHON_HELD}/{number}", place, None, MS_BIND | MS_REC)
+        _remount_read_only(place)
     _remount_read_only("/dev")
     mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={TMP_SIZE},mode=1777")
 

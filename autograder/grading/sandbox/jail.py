@@ -104,11 +104,27 @@ def root_user_namespace():
 
 
 # ----------------------------------------------------------------------------- the command
+def _python_binds():
+    """(source, place) for Python's folders (the environment, the installation it was made from): each at
+    its real path, and where a symlink leads to it (a worktree's .venv), at that path too, since the job's
+    interpreter is started by the path the grader was."""
+    binds = set()
+    for path in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+                 Path(sys.executable).resolve().parent.parent):
+        real = Path(path).resolve()
+        binds.add((real, real))
+        binds.add((real, Path(os.path.abspath(path))))
+    return sorted(binds)
+
+
+def python_under_tmp():
+    """(source, place) of Python's folders that lie in /tmp, which a warm job's own /tmp would cover."""
+    return [(source, place) for source, place in _python_binds() if Path("/tmp") in place.parents]
+
+
 def _folders_to_bind():
-    """Python's folders (the environment, the installation it was made from), then the system's."""
-    python = {Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
-    python.add(Path(sys.executable).resolve().parent.parent)
-    return sorted(python)
+    """Python's folders, by their real paths."""
+    return sorted({real for real, _ in _python_binds()})
 
 
 def _parents(path):
@@ -143,15 +159,20 @@ def bwrap_command(command, package, job=None, jobs=None, userns_fd=None):
         if os.path.exists(path):
             make_parents(path)
             argv += ["--ro-bind", path, path]
-    for folder in _folders_to_bind():
-        if not any(str(folder).startswith(system + "/") for system in SYSTEM_FOLDERS):
-            make_parents(folder)
-            argv += ["--ro-bind", str(folder), str(folder)]
     # A fresh child gets bubblewrap's /proc of its own PID namespace. A warm server gets the machine's,
     # read-only: the kernel lets a job mount a /proc of its own PID namespace only over one that is
     # all visible, and bubblewrap's hides parts of itself; each job covers it before student code runs.
     argv += ["--proc", "/proc"] if jobs is None else ["--ro-bind", "/proc", "/proc", "--proc", confine.SERVER_PROC]
     argv += ["--dev", "/dev", "--size", str(64 * 2**20), "--perms", "1777", "--tmpfs", "/tmp"]
+    # After /tmp's tmpfs, which would cover an environment that lives there (a checkout in /tmp). A warm
+    # job mounts a /tmp of its own too, so such folders are also held at /.python/N for it to put back.
+    for source, place in _python_binds():
+        if not any(str(place).startswith(system + "/") for system in SYSTEM_FOLDERS):
+            make_parents(place)
+            argv += ["--ro-bind", str(source), str(place)]
+    for number, (source, _) in enumerate(python_under_tmp()):
+        make_parents(f"{confine.PYTHON_HELD}/{number}/")
+        argv += ["--ro-bind", str(source), f"{confine.PYTHON_HELD}/{number}"]
     for device in sorted(Path("/dev").glob("nvidia*")):  # a CUDA device, where there is one
         argv += ["--dev-bind", str(device), str(device)]
     argv += ["--ro-bind", str(package), PACKAGE_FOLDER]

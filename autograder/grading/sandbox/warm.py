@@ -138,7 +138,7 @@ def _init(job, ids, rules):
         for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(number, signal.SIG_DFL)
         try:
-            confine.private_mounts(job["name"])
+            confine.private_mounts(job["name"], job.get("python_in_tmp", ()))
         except OSError as exc:
             print(f"the sandbox's mounts failed: {exc}", file=sys.stderr, flush=True)
             os._exit(71)
@@ -399,7 +399,8 @@ class WarmServer:
         return key
 
     def start(self, jobdir):
-        self._send({"name": jobdir.name, "path": str(jobdir)})
+        held = [str(place) for _, place in jail.python_under_tmp()] if self.level == "full" else []
+        self._send({"name": jobdir.name, "path": str(jobdir), "python_in_tmp": held})
         line = self._line(30.0)
         if line != "started":
             raise ServerGone(f"the server did not start the job ({line!r}): {self.log_tail()}")
