@@ -157,7 +157,7 @@ raise RuntimeError(json.dumps({"spoiled": spoiled}))
 
 
 def _cli_grade(path, *env_pairs, wrapper=(), timeout=600):
-    env = dict(os.environ, PYTHON_TO_EXPOSE=sys.executable, **dict(env_pairs))
+    env = dict(os.environ, EXPOSE=EXPOSED, **dict(env_pairs))
     run = subprocess.run([*wrapper, sys.executable, "-m", "autograder", "grade", str(path), "--json"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=timeout)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -211,17 +211,33 @@ def test_grading_in_a_container_without_cap_sys_admin(tmp_path):
     assert report[SDPA]["score"] == 0 and any("FileNotFoundError" in m for m in report[SDPA]["messages"]), report[SDPA]
 
 
-# In a mount namespace of its own: where Python is installed under /root (private to root, as pyenv installs it
-# on these machines), /root becomes a folder every user may enter, holding that installation alone.
+# In a mount namespace of its own, each folder of EXPOSE (colon-separated: the checkout, Python's environment
+# and installation) is made reachable by every user: the topmost folder above it that others may not enter
+# (/root, where pyenv installs Python on these machines; a checkout in a `mktemp -d` folder) is covered by an
+# open tmpfs, and the folder is mounted back inside it. Nothing changes outside the namespace.
 EXPOSE_PYTHON = '''
 set -e
-python=$(dirname "$(dirname "$(readlink -f "$PYTHON_TO_EXPOSE")")")
-case "$python" in /root/*)
-    mkdir -p /mnt/.real-root && mount --bind /root /mnt/.real-root
-    mount -t tmpfs -o mode=755 none /root && mkdir -p "$python"
-    mount --bind "/mnt/.real-root/${python#/root/}" "$python" ;;
-esac
+plan=""
+IFS=:
+for wanted in $EXPOSE; do  # first where each goes (before any mount changes the folders' modes)
+    wanted=$(readlink -f "$wanted"); top=""; folder=$wanted
+    while [ "$folder" != / ]; do
+        folder=$(dirname "$folder")
+        if [ "$folder" != / ] && [ $(( 0$(stat -c %a "$folder") & 1 )) -eq 0 ]; then top=$folder; fi
+    done
+    if [ -n "$top" ]; then plan="$plan$top:$wanted
+"; fi
+done
+unset IFS
+printf %s "$plan" | while IFS=: read -r top wanted; do
+    held=/mnt/.exposed$(echo "$top" | tr / _)
+    if ! mountpoint -q "$held"; then  # (the empty folder itself may be left by an earlier run)
+        mkdir -p "$held" && mount --bind "$top" "$held" && mount -t tmpfs -o mode=755 none "$top"
+    fi
+    mkdir -p "$wanted" && mount --bind "$held/${wanted#"$top"/}" "$wanted"
+done
 '''
+EXPOSED = ":".join(str(path) for path in (REPO, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()))
 AS_A_PLAIN_USER = EXPOSE_PYTHON + '''
 exec setpriv --reuid 1000 --regid 1000 --clear-groups --inh-caps=-all --bounding-set=-all env HOME="$HOME_1000" "$@"
 '''
@@ -261,11 +277,12 @@ def test_where_no_namespace_can_be_made_jobs_still_drop_to_an_unprivileged_uid(o
     copy, as Gradescope's /autograder/source, with Python outside it) is closed to the sandbox's uid."""
     tmp_path = open_folder
     course = tmp_path / "course"
-    shutil.copytree(REPO / "autograder", course / "autograder", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("autograder", "lesson_tools"):
+        shutil.copytree(REPO / package, course / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "solutions" / LESSON.name, course / "solutions" / LESSON.name)
     submission = tmp_path / "submission"
     path = _privilege_probe(submission, repo=course)
-    env = dict(os.environ, AUTOGRADER_BWRAP="", PYTHONPATH=str(course), PYTHON_TO_EXPOSE=sys.executable)
+    env = dict(os.environ, AUTOGRADER_BWRAP="", PYTHONPATH=str(course), EXPOSE=EXPOSED)
     wrapper = ("unshare", "-m", "sh", "-c", AS_ROOT_WITH_PYTHON_EXPOSED, "sh")
     run = subprocess.run([*wrapper, sys.executable, "-m", "autograder", "grade", str(path), "--json"], cwd=course,
                          env=env, capture_output=True, text=True, timeout=600)
