@@ -170,7 +170,9 @@ def test_two_graders_at_once_cannot_reach_each_other(tmp_path):
     saboteur = write(lesson_notebook([answer(CORRECT_SDPA + SABOTAGE, SDPA)]), tmp_path / "eve" / "01_self_attention.ipynb")
     victim = write(lesson_notebook(), tmp_path / "ada" / "01_self_attention.ipynb")
     env = dict(os.environ)
-    attack = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(saboteur), "--json"], cwd=REPO, env=env,
+    # A step limit well above the hunt's 20 s, so that a busy machine can't turn it into a time-out.
+    attack = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(saboteur), "--json", "--timeout", "180"],
+                              cwd=REPO, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victims = [_cli_grade(victim) for _ in range(3)]  # graded again and again while the attack runs
     out, err = attack.communicate(timeout=600)
