@@ -35,7 +35,7 @@ _GQA_INIT = '''
 class GroupedQueryAttention(nn.Module):
     """Self-attention whose num_heads query heads share num_kv_heads key/value heads, in groups of neighbours."""
 
-    def __init__(self, d_model, num_heads, num_kv_heads, bias=False, rotary=True):
+    def __init__(self, d_model, num_heads, num_kv_heads, bias=False, rotary=True, rope_base=10000.0):
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
@@ -47,6 +47,7 @@ class GroupedQueryAttention(nn.Module):
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.rotary = rotary
+        self.rope_base = rope_base
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
@@ -89,6 +90,11 @@ _GOOD_END = '''
     return acc / row_sum.masked_fill(row_sum == 0, 1.0)
 '''
 
+_FLASH = _flash(_GOOD_LOOP_START + '''
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:stop, :]
+''' + _GOOD_END)
+
 # Right answers, as a student writes them; most wrong ones are one of them with a few lines changed.
 _ROTARY = '''
 def apply_rotary(x, positions=None, base=10000.0):
@@ -110,7 +116,7 @@ _GQA = _GQA_INIT + '''
         k = split_heads(self.k_proj(x), self.num_kv_heads)
         v = split_heads(self.v_proj(x), self.num_kv_heads)
         if self.rotary:
-            q, k = apply_rotary(q, positions), apply_rotary(k, positions)
+            q, k = apply_rotary(q, positions, self.rope_base), apply_rotary(k, positions, self.rope_base)
         group = self.num_heads // self.num_kv_heads
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         out, weights = scaled_dot_product_attention(q, k, v, attn_mask)
@@ -207,11 +213,12 @@ BUGS = [
         "        k = k.repeat(1, group, 1, 1)\n        v = v.repeat(1, group, 1, 1)\n")),
         names="wrong order"),
     Bug("GroupedQueryAttention", "rotates the values", edited(_GQA, (
-        "            q, k = apply_rotary(q, positions), apply_rotary(k, positions)\n",
-        "            q, k, v = apply_rotary(q, positions), apply_rotary(k, positions), apply_rotary(v, positions)\n")),
+        "            q, k = apply_rotary(q, positions, self.rope_base), apply_rotary(k, positions, self.rope_base)\n",
+        "            q, k = apply_rotary(q, positions, self.rope_base), apply_rotary(k, positions, self.rope_base)\n"
+        "            v = apply_rotary(v, positions, self.rope_base)\n")),
         names="values are rotated"),
-    Bug("GroupedQueryAttention", "positions not passed on", edited(_GQA, ("q, k = apply_rotary(q, positions), apply_rotary(k, positions)",
-                                                                     "q, k = apply_rotary(q), apply_rotary(k)")),
+    Bug("GroupedQueryAttention", "positions not passed on", edited(_GQA, ("q, k = apply_rotary(q, positions, self.rope_base), apply_rotary(k, positions, self.rope_base)",
+                                                                     "q, k = apply_rotary(q, None, self.rope_base), apply_rotary(k, None, self.rope_base)")),
         names="positions are not passed on"),
     Bug("GroupedQueryAttention", "never rotates", _GQA_INIT + '''
     def forward(self, x, attn_mask=None, positions=None):
@@ -228,7 +235,7 @@ BUGS = [
     def forward(self, x, attn_mask=None, positions=None):
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, C), (B, T, H_kv * D) x 2
         if self.rotary:
-            q, k = apply_rotary(q, positions), apply_rotary(k, positions)
+            q, k = apply_rotary(q, positions, self.rope_base), apply_rotary(k, positions, self.rope_base)
         q = split_heads(q, self.num_heads)
         k = split_heads(k, self.num_kv_heads)
         v = split_heads(v, self.num_kv_heads)
@@ -329,4 +336,101 @@ BUGS = [
         row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
         acc = acc * rescale + probs @ value[..., start:stop, :]
 ''' + _GOOD_END), names="meta device"),
+    Bug("GroupedQueryAttention", "rope_base ignored", edited(_GQA, (
+        "apply_rotary(q, positions, self.rope_base), apply_rotary(k, positions, self.rope_base)",
+        "apply_rotary(q, positions), apply_rotary(k, positions)")), names="self.rope_base is not passed"),
+]
+
+# Wrong answers written before any diagnosis was designed for them (issue 20): the first count of how
+# many the messages name was taken on these as they stand, then the kinds of mistake they show were named.
+BUGS += [
+    Bug("RMSNorm", "divides by the L2 norm", _RMS_INIT + '''
+    def forward(self, x):
+        return x / (x.norm(dim=-1, keepdim=True) + self.eps) * self.weight
+''', names="sum of the squares"),
+    Bug("RMSNorm", "computes in float32 and casts back (as Llama's code)", _RMS_INIT + '''
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return h.type_as(x) * self.weight
+''', names="float32"),
+    Bug("RMSNorm", "mean square over every axis", _RMS_INIT + '''
+    def forward(self, x):
+        return x / torch.sqrt(x.pow(2).mean() + self.eps) * self.weight
+''', names="wrong axis"),
+    Bug("SwiGLU", "SiLU of the product", _SWIGLU_INIT + '''
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_gate(x) * self.w_up(x)))
+''', names="of the product"),
+    Bug("SwiGLU", "w_gate for both branches", _SWIGLU_INIT + '''
+    def forward(self, x):
+        gate = self.w_gate(x)
+        return self.w_down(F.silu(gate) * self.w_gate(x))
+''', names="one layer is used for both branches"),
+    Bug("apply_rotary", "angles in float32 for a float64 x", edited(_ROTARY, (
+        "    freqs = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)\n"
+        "    angles = positions.to(torch.float64)[:, None] * freqs\n",
+        "    freqs = base ** (-torch.arange(0, D, 2, device=x.device).float() / D)\n"
+        "    angles = positions.float()[:, None] * freqs\n")), names="float32"),
+    Bug("apply_rotary", "rotated members concatenated, not interleaved", edited(_ROTARY, (
+        "torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)",
+        "torch.cat([even * cos - odd * sin, even * sin + odd * cos], dim=-1)")), names="interleave"),
+    Bug("apply_rotary", "frequencies grow with i", edited(_ROTARY, (
+        "base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)",
+        "base ** (torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)")), names="minus sign"),
+    Bug("apply_rotary", "overwrites the even features before using them", edited(_ROTARY, (
+        "    even, odd = x[..., 0::2], x[..., 1::2]\n"
+        "    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)\n",
+        "    out = x.clone()\n"
+        "    out[..., 0::2] = out[..., 0::2] * cos - out[..., 1::2] * sin\n"
+        "    out[..., 1::2] = out[..., 0::2] * sin + out[..., 1::2] * cos\n"
+        "    return out\n")), names="overwritten"),
+    Bug("apply_rotary", "assert instead of a ValueError", edited(_ROTARY, (
+        "    if D % 2:\n        raise ValueError(f\"D must be even, got {D}\")\n", "    assert D % 2 == 0, \"D must be even\"\n")),
+        names="must raise a ValueError"),
+    Bug("GroupedQueryAttention", "kv heads repeated along the sequence axis", edited(_GQA, (
+        "k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)",
+        "k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)")), names="dim=1"),
+    Bug("GroupedQueryAttention", "values projected with k_proj", edited(_GQA, (
+        "        v = split_heads(self.v_proj(x), self.num_kv_heads)\n",
+        "        v = split_heads(self.k_proj(x), self.num_kv_heads)\n")), names="v_proj"),
+    Bug("GroupedQueryAttention", "bool mask read as True = attend", edited(_GQA, (
+        "        out, weights = scaled_dot_product_attention(q, k, v, attn_mask)\n",
+        "        if attn_mask is not None and attn_mask.dtype == torch.bool:\n"
+        "            attn_mask = ~attn_mask  # True = may attend, as in F.scaled_dot_product_attention\n"
+        "        out, weights = scaled_dot_product_attention(q, k, v, attn_mask)\n")), names="inverted"),
+    Bug("GroupedQueryAttention", "kv heads copied with expand in the wrong order", edited(_GQA, (
+        "        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)\n",
+        "        B, _, T, D = k.shape\n"
+        "        k = k[:, None].expand(B, group, self.num_kv_heads, T, D).reshape(B, self.num_heads, T, D)\n"
+        "        v = v[:, None].expand(B, group, self.num_kv_heads, T, D).reshape(B, self.num_heads, T, D)\n")),
+        names="wrong order"),
+    Bug("flash_attention", "one (L, S) causal mask made up front", edited(_FLASH, (
+        "    if causal:\n        last_key = torch.arange(L, device=query.device)[:, None] + (S - L)\n",
+        "    blocked = torch.arange(S, device=query.device) > torch.arange(L, device=query.device)[:, None] + (S - L)\n"),
+        ("torch.arange(start, stop, device=query.device) > last_key", "blocked[:, start:stop]")), names="a mask"),
+    Bug("flash_attention", "scores of the unscaled queries", edited(_FLASH, ("scores = q @ key", "scores = query @ key")),
+        names="1/sqrt(D)"),
+    Bug("flash_attention", "scaled twice", edited(_FLASH, (
+        "scores = q @ key[..., start:stop, :].transpose(-2, -1)\n",
+        "scores = q @ key[..., start:stop, :].transpose(-2, -1) / math.sqrt(D)\n")), names="1/sqrt(D)"),
+    Bug("flash_attention", "causal mask blocks the diagonal", edited(_FLASH, (
+        "device=query.device) > last_key", "device=query.device) >= last_key")), names="its own position"),
+]
+''' + _GOOD_END), names="a mask"),
+    Bug("flash_attention", "scores of the unscaled queries", _flash(
+        _GOOD_LOOP_START.replace("scores = q @ key", "scores = query @ key") + '''
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:stop, :]
+''' + _GOOD_END), names="1/sqrt(D)"),
+    Bug("flash_attention", "scaled twice", _flash(
+        _GOOD_LOOP_START.replace(".transpose(-2, -1)\n", ".transpose(-2, -1) / math.sqrt(D)\n") + '''
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:stop, :]
+''' + _GOOD_END), names="1/sqrt(D)"),
+    Bug("flash_attention", "causal mask blocks the diagonal", _flash(
+        _GOOD_LOOP_START.replace("device=query.device) > last_key", "device=query.device) >= last_key") + '''
+        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + probs @ value[..., start:stop, :]
+''' + _GOOD_END), names="its own position"),
 ]

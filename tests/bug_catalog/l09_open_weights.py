@@ -199,7 +199,7 @@ def load_llama_weights(model, state_dict):
         '    if not tied:\n        names["lm_head.weight"] = model.lm_head.weight\n',
         '    state = dict(state_dict)\n    names["lm_head.weight"] = model.lm_head.weight\n')),
         names="may have no lm_head.weight"),
-    Bug("load_llama_weights", "returns nothing", edited(_LOAD, ("    return model\n", ""))),
+    Bug("load_llama_weights", "returns nothing", edited(_LOAD, ("    return model\n", ""))), names="return the model"),
 
     # ------------------------------------------------------------------ cached_gqa_attention
     Bug("cached_gqa_attention", "the cache holds num_heads heads", edited(_CACHED, (
@@ -231,4 +231,21 @@ def load_llama_weights(model, state_dict):
         names="the cached keys are rotated a second time"),
     Bug("cached_gqa_attention", "the mask made on the CPU", edited(_CACHED, (
         "dtype=torch.bool, device=x_new.device)", "dtype=torch.bool)")), names="meta device"),
+]
+
+# Wrong answers written before any diagnosis was designed for them (issue 20).
+BUGS += [
+    Bug("LlamaBlock", "each norm applied to its sub-layer's output", edited(_BLOCK, (_BLOCK_H + _BLOCK_OUT, (
+        "        h = x + self.attn_norm(self.attn(x, attn_mask=mask, positions=positions)[0])\n"
+        "        return h + self.ffn_norm(self.ffn(h))\n"))), names="the sub-layer's input"),
+    Bug("LlamaLM", "one block shared by every layer", edited(_LM, (
+        "        self.layers = nn.ModuleList(\n"
+        "            LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, eps, rope_base) for _ in range(num_layers)\n"
+        "        )\n",
+        "        block = LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, eps, rope_base)\n"
+        "        self.layers = nn.ModuleList([block] * num_layers)\n")), names="one module"),
+    Bug("cached_gqa_attention", "the cache appended on the heads axis", edited(_CACHED, (
+        "        k = torch.cat([past_key, k], dim=2)\n        v = torch.cat([past_value, v], dim=2)\n",
+        "        k = torch.cat([past_key, k], dim=1)\n        v = torch.cat([past_value, v], dim=1)\n")),
+        names="sequence axis"),
 ]
