@@ -417,20 +417,3 @@ BUGS += [
     Bug("flash_attention", "causal mask blocks the diagonal", edited(_FLASH, (
         "device=query.device) > last_key", "device=query.device) >= last_key")), names="its own position"),
 ]
-''' + _GOOD_END), names="a mask"),
-    Bug("flash_attention", "scores of the unscaled queries", _flash(
-        _GOOD_LOOP_START.replace("scores = q @ key", "scores = query @ key") + '''
-        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
-        acc = acc * rescale + probs @ value[..., start:stop, :]
-''' + _GOOD_END), names="1/sqrt(D)"),
-    Bug("flash_attention", "scaled twice", _flash(
-        _GOOD_LOOP_START.replace(".transpose(-2, -1)\n", ".transpose(-2, -1) / math.sqrt(D)\n") + '''
-        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
-        acc = acc * rescale + probs @ value[..., start:stop, :]
-''' + _GOOD_END), names="1/sqrt(D)"),
-    Bug("flash_attention", "causal mask blocks the diagonal", _flash(
-        _GOOD_LOOP_START.replace("device=query.device) > last_key", "device=query.device) >= last_key") + '''
-        row_sum = row_sum * rescale + probs.sum(dim=-1, keepdim=True)
-        acc = acc * rescale + probs @ value[..., start:stop, :]
-''' + _GOOD_END), names="its own position"),
-]
