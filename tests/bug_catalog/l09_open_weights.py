@@ -199,7 +199,7 @@ def load_llama_weights(model, state_dict):
         '    if not tied:\n        names["lm_head.weight"] = model.lm_head.weight\n',
         '    state = dict(state_dict)\n    names["lm_head.weight"] = model.lm_head.weight\n')),
         names="may have no lm_head.weight"),
-    Bug("load_llama_weights", "returns nothing", edited(_LOAD, ("    return model\n", ""))), names="return the model"),
+    Bug("load_llama_weights", "returns nothing", edited(_LOAD, ("    return model\n", "")), names="return the model"),
 
     # ------------------------------------------------------------------ cached_gqa_attention
     Bug("cached_gqa_attention", "the cache holds num_heads heads", edited(_CACHED, (
