@@ -137,6 +137,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
 @pytest.mark.parametrize("lesson, exercise, base", [("l06_full_model", "greedy_decode", "_GREEDY"),
                                                      ("l08_modern_transformer", "apply_rotary", "_ROTARY"),
                                                      ("l08_modern_transformer", "GroupedQueryAttention", "_GQA"),
+                                                     ("l08_modern_transformer", "flash_attention", "_FLASH"),
                                                      ("l09_open_weights", "LlamaBlock", "_BLOCK"),
                                                      ("l09_open_weights", "LlamaLM", "_LM"),
                                                      ("l09_open_weights", "load_llama_weights", "_LOAD"),

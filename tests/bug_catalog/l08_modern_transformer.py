@@ -415,5 +415,5 @@ BUGS += [
         "scores = q @ key[..., start:stop, :].transpose(-2, -1)\n",
         "scores = q @ key[..., start:stop, :].transpose(-2, -1) / math.sqrt(D)\n")), names="1/sqrt(D)"),
     Bug("flash_attention", "causal mask blocks the diagonal", edited(_FLASH, (
-        "device=query.device) > last_key", "device=query.device) >= last_key")), names="its own position"),
+        "device=query.device) > last_key", "device=query.device) >= last_key")), names="blocks each query's own position"),
 ]

@@ -25,6 +25,10 @@ class _RMSNormMistake(RMSNorm):
     def forward(self, x):
         if self.variant == "axis-1":
             return x / torch.sqrt(x.pow(2).mean(dim=1, keepdim=True) + self.eps) * self.weight
+        if self.variant == "all-axes":
+            return x / torch.sqrt(x.pow(2).mean() + self.eps) * self.weight
+        if self.variant == "l2-norm":  # the root of the sum of the squares, sqrt(d_model) times the RMS
+            return x / (x.norm(dim=-1, keepdim=True) + self.eps) * self.weight
         if self.variant == "eps-outside":
             return x / (torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True)) + self.eps) * self.weight
         if self.variant == "mean-subtracted":
@@ -41,9 +45,14 @@ def _mistake(base, variant):
     return type(f"{base.__name__}_{variant}", (base,), {"variant": variant})
 
 
+WRONG_AXIS = ("the mean square is taken over the wrong axis (or over every axis): average x.pow(2) over the features "
+              "only, dim=-1 (keepdim=True), so that each vector is divided by its own RMS")
+
 RMS_NORM_MISTAKES = [
-    ("the mean square is taken over the wrong axis: average x.pow(2) over the features, dim=-1 (keepdim=True), "
-     "so that each vector is divided by its own RMS", _mistake(_RMSNormMistake, "axis-1")),
+    (WRONG_AXIS, _mistake(_RMSNormMistake, "axis-1")),
+    (WRONG_AXIS, _mistake(_RMSNormMistake, "all-axes")),
+    ("x is divided by its norm, the root of the sum of the squares (x.norm is sqrt(d_model) times larger): RMSNorm "
+     "divides by the root of their mean, x.pow(2).mean(dim=-1, keepdim=True)", _mistake(_RMSNormMistake, "l2-norm")),
     ("eps is added outside the square root: it goes inside, torch.sqrt(mean_square + eps)",
      _mistake(_RMSNormMistake, "eps-outside")),
     ("the mean is subtracted: that is LayerNorm by another name; RMSNorm divides x itself by its root mean square",
@@ -109,9 +118,15 @@ class _SwiGLUMistake(SwiGLU):
             "gelu-no-gate": lambda: F.gelu(gate),
             "silu-no-gate": lambda: F.silu(gate),
             "no-silu": lambda: gate * up,
+            "silu-of-product": lambda: F.silu(gate * up),
+            "gate-twice": lambda: F.silu(gate) * gate,
+            "up-twice": lambda: F.silu(up) * up,
         }[self.variant]()
         return self.w_down(hidden)
 
+
+ONE_LAYER_TWICE = ("one layer is used for both branches: the gate is self.w_gate(x) and the value it scales is "
+                   "self.w_up(x), two layers with weights of their own")
 
 SWIGLU_MISTAKES = [
     ("the SiLU is on the wrong branch: it goes on the gate, F.silu(self.w_gate(x)) * self.w_up(x)",
@@ -126,6 +141,9 @@ SWIGLU_MISTAKES = [
     ("there is no gate: w_up(x) is never used; multiply F.silu(self.w_gate(x)) by it",
      _mistake(_SwiGLUMistake, "silu-no-gate")),
     ("the SiLU is missing: the gate is F.silu(self.w_gate(x))", _mistake(_SwiGLUMistake, "no-silu")),
+    ("the SiLU is taken of the product of the two branches: only the gate goes through it, "
+     "F.silu(self.w_gate(x)) * self.w_up(x)", _mistake(_SwiGLUMistake, "silu-of-product")),
+    *[(ONE_LAYER_TWICE, _mistake(_SwiGLUMistake, variant)) for variant in ("gate-twice", "up-twice")],
 ]
 
 SWIGLU_REQUIREMENTS = (
@@ -170,19 +188,26 @@ def swiglu_hidden_probes(devices=("cpu",)):
 
 # ============================================================================ apply_rotary
 def _rotary(x, positions=None, base=10000.0, pairs="neighbours", exponent="2i/D", sign=1.0, offset=0,
-            ignore_positions=False):
+            ignore_positions=False, layout="interleaved", overwrite=False):
     """Rotary embeddings with one knob turned the wrong way, to reproduce a known mistake."""
     T, D = x.shape[-2:]
     if positions is None or ignore_positions:
         positions = torch.arange(offset, T + offset, device=x.device)
     half = torch.arange(D // 2, dtype=torch.float64, device=x.device)  # i
-    inv_freq = base ** (-(2 * half if exponent == "2i/D" else half) / D)
+    inv_freq = base ** ({"2i/D": -2 * half, "i/D": -half, "+2i/D": 2 * half}[exponent] / D)
     angles = positions.to(x.device, torch.float64)[:, None] * inv_freq  # (T, D/2)
     cos, sin = angles.cos().to(x.dtype), (sign * angles.sin()).to(x.dtype)
     if pairs == "halves":
         first, second = x[..., : D // 2], x[..., D // 2:]
         return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
     even, odd = x[..., 0::2], x[..., 1::2]
+    if overwrite:  # the first members written over before the second ones are computed from them
+        out = x.clone()
+        out[..., 0::2] = even * cos - odd * sin
+        out[..., 1::2] = out[..., 0::2] * sin + odd * cos
+        return out
+    if layout == "halves":  # each pair rotated, the results laid out as two halves
+        return torch.cat([even * cos - odd * sin, even * sin + odd * cos], dim=-1)
     return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
 
 
@@ -210,6 +235,18 @@ def _rotary_base_ignored(x, positions=None, base=10000.0):
     return _rotary(x, positions, 10000.0)
 
 
+def _rotary_laid_out_as_halves(x, positions=None, base=10000.0):
+    return _rotary(x, positions, base, layout="halves")
+
+
+def _rotary_exponent_positive(x, positions=None, base=10000.0):
+    return _rotary(x, positions, base, exponent="+2i/D")
+
+
+def _rotary_overwritten(x, positions=None, base=10000.0):
+    return _rotary(x, positions, base, overwrite=True)
+
+
 ROTARY_MISTAKES = [
     ("the pairs are the two halves (i, i + D/2); this lesson pairs neighbours (2i, 2i+1): x[..., 0::2] and "
      "x[..., 1::2]", _rotary_halves),
@@ -221,6 +258,12 @@ ROTARY_MISTAKES = [
     ("positions start at 1: the default positions are 0, 1, ..., T - 1 (torch.arange(T))", _rotary_from_one),
     ("the base argument is ignored: the frequencies are base ** (-2i / D) with the base passed in",
      _rotary_base_ignored),
+    ("each pair is rotated, but the results are laid out as two halves (torch.cat): x'[2i] and x'[2i+1] go back "
+     "side by side, so interleave them: torch.stack([first, second], dim=-1).flatten(-2)", _rotary_laid_out_as_halves),
+    ("the frequencies grow with i: omega_i = base^(-2i/D), with a minus sign in the exponent (or 1 / base^(2i/D))",
+     _rotary_exponent_positive),
+    ("the first member of each pair is overwritten before the second one is computed from it: compute both from the "
+     "original x[..., 0::2] and x[..., 1::2], then put them together", _rotary_overwritten),
 ]
 
 ODD_D = ("apply_rotary must raise a ValueError when the last axis D is odd: check D % 2 before pairing the features, "
@@ -306,21 +349,25 @@ class _GQAMistake(GroupedQueryAttention):
         v = self.variant
         q = split_heads(self.q_proj(x), self.num_heads)  # (B, H, T, D)
         k = split_heads(self.k_proj(x), self.num_kv_heads)  # (B, H_kv, T, D)
-        values = split_heads(self.v_proj(x), self.num_kv_heads)  # (B, H_kv, T, D)
+        values = split_heads((self.k_proj if v == "values-from-k" else self.v_proj)(x), self.num_kv_heads)
+        base = 10000.0 if v == "base-ignored" else self.rope_base
         if v == "rotary-before-split":
-            q = split_heads(apply_rotary(self.q_proj(x), positions), self.num_heads)
-            k = split_heads(apply_rotary(self.k_proj(x), positions), self.num_kv_heads)
+            q = split_heads(apply_rotary(self.q_proj(x), positions, base), self.num_heads)
+            k = split_heads(apply_rotary(self.k_proj(x), positions, base), self.num_kv_heads)
         elif self.rotary and v != "no-rotary":
             at = None if v == "positions-ignored" else positions
-            q = apply_rotary(q, at)
-            k = apply_rotary(k, at) if v != "queries-only" else k
+            q = apply_rotary(q, at, base)
+            k = apply_rotary(k, at, base) if v != "queries-only" else k
             if v == "values-rotated":
-                values = apply_rotary(values, at)
+                values = apply_rotary(values, at, base)
         group = self.num_heads // self.num_kv_heads
         if v == "repeat":
             k, values = k.repeat(1, group, 1, 1), values.repeat(1, group, 1, 1)
-        else:
-            k, values = k.repeat_interleave(group, dim=1), values.repeat_interleave(group, dim=1)
+        else:  # the copies along the heads, or (a mistake) along the positions
+            axis = 2 if v == "repeat-positions" else 1
+            k, values = k.repeat_interleave(group, dim=axis), values.repeat_interleave(group, dim=axis)
+        if v == "mask-inverted" and attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = ~attn_mask
         out, weights = scaled_dot_product_attention(q, k, values, None if v == "mask-dropped" else attn_mask)
         if v == "no-out-proj":
             return merge_heads(out), weights
@@ -344,6 +391,15 @@ GQA_MISTAKES = [
     ("attn_mask is not passed on to scaled_dot_product_attention", _mistake(_GQAMistake, "mask-dropped")),
     ("the output projection is missing: return self.out_proj(merge_heads(out)), weights",
      _mistake(_GQAMistake, "no-out-proj")),
+    ("self.rope_base is not passed to apply_rotary: apply_rotary(q, positions, self.rope_base), and the same for "
+     "the keys", _mistake(_GQAMistake, "base-ignored")),
+    ("the key/value heads are copied along the wrong axis: the heads are axis 1 of (B, H_kv, T, D), so "
+     "k.repeat_interleave(group, dim=1)", _mistake(_GQAMistake, "repeat-positions")),
+    ("the values are projected with k_proj: queries, keys and values each have their own projection, "
+     "split_heads(self.v_proj(x), self.num_kv_heads) for the values", _mistake(_GQAMistake, "values-from-k")),
+    ("the boolean mask is inverted, read as True = may attend: in this course True means blocked (as in "
+     "nn.MultiheadAttention, the opposite of F.scaled_dot_product_attention), so pass attn_mask on as it is",
+     _mistake(_GQAMistake, "mask-inverted")),
 ]
 
 GQA_REQUIREMENTS = (
@@ -351,6 +407,7 @@ GQA_REQUIREMENTS = (
                        "for self-attention, returning out (B, T, C) and the weights (B, H, T, T)", 2),
     Requirement("groups", "query head h uses key/value head h // (num_heads // num_kv_heads)", 2),
     Requirement("rotary", "with rotary, rotates the queries and keys (never the values) per head, at positions", 2),
+    Requirement("rope-base", "with rotary, rotates with self.rope_base as apply_rotary's base", 0.5),
     Requirement("mask", "passes attn_mask (bool True = blocked, or float, added) on to the attention"),
     Requirement("errors", "raises a ValueError when num_heads % num_kv_heads or d_model % num_heads is not 0", 0.5),
     Requirement("dtype-device", "follows the dtype (float64) and device (meta) of its input and weights", 0.5),
@@ -358,14 +415,15 @@ GQA_REQUIREMENTS = (
 
 
 def _gqa_probe(id, title, B, T, C, H, H_kv, seed, rotary=False, dtype="float32", mask=None, positions=None,
-               **extra):
+               rope_base=None, **extra):
     x = randn(B, T, C, seed=seed + 100, dtype=dtype)
     kwargs = {}
     if mask is not None:
         kwargs["attn_mask"] = mask
     if positions is not None:
         kwargs["positions"] = positions
-    return module_probe(id, title, GroupedQueryAttention, (C, H, H_kv), {"rotary": rotary}, (x,), kwargs,
+    init = {"rotary": rotary} if rope_base is None else {"rotary": rotary, "rope_base": rope_base}
+    return module_probe(id, title, GroupedQueryAttention, (C, H, H_kv), init, (x,), kwargs,
                         seed=seed, dtype=dtype, output_names=("output", "weights"), perturb=0.3, **extra)
 
 
@@ -391,6 +449,10 @@ def gqa_public_probes():
             _gqa_probe("rotary", "rotary=True, H_kv = H = 2, 5 tokens", 2, 5, 8, 2, 2, seed=64, rotary=True),
             _gqa_probe("rotary-positions", "rotary=True, positions 2, 3, 7, 8, 12 (with gaps)", 2, 5, 8, 2, 2, seed=65,
                        rotary=True, positions=torch.tensor([2, 3, 7, 8, 12])),
+        ]),
+        *requiring("rope-base", [
+            _gqa_probe("rope-base", "rotary=True, rope_base=100, H=4, H_kv=2, 5 tokens", 2, 5, 16, 4, 2, seed=88,
+                       rotary=True, rope_base=100.0),
         ]),
         *requiring("mask", [
             _gqa_probe("causal", "a causal bool mask (T, T), True above the diagonal", 2, 4, 8, 2, 2, seed=66,
@@ -424,6 +486,10 @@ def gqa_hidden_probes(devices=("cpu",)):
             _gqa_probe("rotary-positions-2", "rotary=True, positions 10, 11, 15, 30 (with gaps)", 1, 4, 16, 2, 2,
                        seed=75, rotary=True, positions=torch.tensor([10, 11, 15, 30])),
         ]),
+        *requiring("rope-base", [
+            _gqa_probe("rope-base-2", "rotary=True, rope_base=500000 (Llama 3's), positions 40 .. 45, H=4, H_kv=1",
+                       2, 6, 16, 4, 1, seed=89, rotary=True, rope_base=500000.0, positions=torch.arange(40, 46)),
+        ]),
         *requiring("mask", [
             _gqa_probe("causal-2", "a causal bool mask, 6 tokens", 2, 6, 16, 4, 4, seed=76,
                        mask=torch.ones(6, 6, dtype=torch.bool).triu(1)),
@@ -449,11 +515,11 @@ def gqa_hidden_probes(devices=("cpu",)):
 
 # ============================================================================ flash_attention
 def _flash(query, key, value, causal=False, block_size=128, rescale_acc=True, rescale_sum=True, drop_last=False,
-           top_left=False, no_shift=False):
+           top_left=False, no_shift=False, scale_times=1, diagonal_blocked=False):
     """The online softmax with one knob turned the wrong way, to reproduce a known mistake."""
     L, D = query.shape[-2:]
     S = key.size(-2)
-    q = query / math.sqrt(D)
+    q = query / math.sqrt(D) ** scale_times
     row_max = query.new_full((*query.shape[:-1], 1), float("-inf"))
     row_sum = query.new_zeros((*query.shape[:-1], 1))
     acc = query.new_zeros((*query.shape[:-1], value.size(-1)))
@@ -463,7 +529,8 @@ def _flash(query, key, value, causal=False, block_size=128, rescale_acc=True, re
         stop = min(start + block_size, S)
         scores = q @ key[..., start:stop, :].transpose(-2, -1)
         if causal:
-            scores = scores.masked_fill(torch.arange(start, stop, device=query.device) > last_key, float("-inf"))
+            keys = torch.arange(start, stop, device=query.device)
+            scores = scores.masked_fill(keys >= last_key if diagonal_blocked else keys > last_key, float("-inf"))
         new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))
         shift = new_max if no_shift else new_max.masked_fill(torch.isneginf(new_max), 0.0)
         probs = torch.exp(scores - shift)
@@ -500,6 +567,22 @@ def _flash_no_shift(q, k, v, causal=False, block_size=128):
     return _flash(q, k, v, causal, block_size, no_shift=True)
 
 
+def _flash_unscaled(q, k, v, causal=False, block_size=128):
+    return _flash(q, k, v, causal, block_size, scale_times=0)
+
+
+def _flash_scaled_twice(q, k, v, causal=False, block_size=128):
+    return _flash(q, k, v, causal, block_size, scale_times=2)
+
+
+def _flash_diagonal_blocked(q, k, v, causal=False, block_size=128):
+    return _flash(q, k, v, causal, block_size, diagonal_blocked=True)
+
+
+SCALE = ("the scores are not scaled by 1/sqrt(D) exactly once: the given q is query / math.sqrt(D) already, so a "
+         "block's scores are q @ key[..., start:stop, :].transpose(-2, -1), with no other scaling")
+
+
 FLASH_MISTAKES = [
     ("the accumulator is not rescaled: when a block raises the running maximum, multiply acc by "
      "torch.exp(row_max - shift) before adding the block's probs @ v", _flash_no_acc_rescale),
@@ -513,20 +596,26 @@ FLASH_MISTAKES = [
      "positions with torch.arange(L)[:, None] + (S - L)", _flash_top_left),
     ("a row that has seen no key has the maximum -inf, and -inf - (-inf) is NaN: shift such a row by 0 "
      "(new_max.masked_fill(torch.isneginf(new_max), 0.0)), and divide a row_sum of 0 by 1", _flash_no_shift),
+    (SCALE, _flash_unscaled),
+    (SCALE, _flash_scaled_twice),
+    ("the causal mask also blocks each query's own position: query i sees keys 0 .. i + S - L, the last one "
+     "included, so block a key only where its position is greater (>, not >=)", _flash_diagonal_blocked),
 ]
 
-FULL_MATRIX = ("a tensor of a whole row of S scores (or of all L x S), or a copy of all the keys, is created: compute "
-               "each block's scores from its own keys, q @ key[..., start:stop, :].transpose(-2, -1), (..., L, "
-               "block_size), and read key and value only through such slices (views), never copying them whole")
+FULL_MATRIX = ("a tensor of a whole row of S scores (or of all L x S), a mask or positions of all S keys, or a copy of "
+               "all the keys is created (the rule is about any tensor of S entries per query, a mask of bools "
+               "too): compute each block's scores and its mask from its own keys, q @ key[..., start:stop, "
+               ":].transpose(-2, -1), (..., L, block_size), and read key and value only through such slices "
+               "(views), never copying them whole")
 
 FLASH_REQUIREMENTS = (
     Requirement("formula", "equals softmax(Q K^T / sqrt(D)) V for any block_size >= 1 (1, one that does not divide "
                            "S, S, more than S) and any leading axes", 3),
     Requirement("causal", "with causal, query i sees keys 0 .. i + S - L (bottom right); a query that sees no key "
                           "outputs zeros"),
-    Requirement("memory", "runs within a memory budget smaller than one row of S scores: never a tensor of a whole "
-                          "row of S scores (let alone L x S), nor a copy of all the keys or values; at most "
-                          "(..., L, block_size) scores at once"),
+    Requirement("memory", "runs within a memory budget smaller than one row of S scores: never a tensor with a whole "
+                          "row of S entries (scores, a mask; let alone L x S), nor a copy of all the keys or values; "
+                          "at most (..., L, block_size) scores at once"),
     Requirement("dtype-device", "follows the dtype (float64) and device (meta) of its inputs", 0.5),
 )
 

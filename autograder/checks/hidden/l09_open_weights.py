@@ -11,6 +11,7 @@ runner's GQAProjections (a lesson 08 GroupedQueryAttention's projections, heads 
 """
 
 import torch
+from torch import nn
 
 from ...reference.attention import scaled_dot_product_attention
 from ...reference.decoder import causal_mask
@@ -41,6 +42,9 @@ class _BlockMistake(LlamaBlock):
         if v == "post-norm":
             h = self.attn_norm(x + self.attn(x, attn_mask=mask, positions=at)[0])
             return self.ffn_norm(h + self.ffn(h))
+        if v == "norm-on-output":
+            h = x + self.attn_norm(self.attn(x, attn_mask=mask, positions=at)[0])
+            return h + self.ffn_norm(self.ffn(h))
         h = attended if v == "no-attn-residual" else x + attended
         if v == "parallel":
             return h + self.ffn(self.ffn_norm(x))
@@ -70,6 +74,8 @@ BLOCK_MISTAKES = [
      _mistake(_BlockMistake, "eps-ignored")),
     ("rope_base is not passed to the attention: GroupedQueryAttention(..., rope_base=rope_base)",
      _mistake(_BlockMistake, "base-ignored")),
+    ("each norm is applied to its sub-layer's output: Llama normalises the sub-layer's input, "
+     "h = x + attn(attn_norm(x), ...)[0], then h + ffn(ffn_norm(h))", _mistake(_BlockMistake, "norm-on-output")),
 ]
 
 BLOCK_REQUIREMENTS = (
@@ -152,6 +158,8 @@ class _LMMistake(LlamaLM):
                          False if v == "untied" else tie_weights, max_len)
         if v == "eps-ignored":
             self.norm = RMSNorm(d_model)
+        if v == "shared-layers":
+            self.layers = nn.ModuleList([self.layers[0]] * num_layers)
 
     def forward(self, ids):
         v = self.variant
@@ -176,6 +184,9 @@ LM_MISTAKES = [
     ("rope_base is not passed to the blocks: LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, eps, rope_base)",
      _mistake(_LMMistake, "base-ignored")),
     ("the output went through a softmax: forward returns logits", _mistake(_LMMistake, "softmax")),
+    ("the layers are one module repeated ([block] * num_layers: every layer shares one block's weights): build a "
+     "LlamaBlock of its own for each layer, nn.ModuleList(LlamaBlock(...) for _ in range(num_layers))",
+     _mistake(_LMMistake, "shared-layers")),
 ]
 
 LM_REQUIREMENTS = (
@@ -347,6 +358,9 @@ def _wrong_rows(weight, heads, query_heads, proj, variant):
 
 def _load_mistake(variant):
     def wrong(model, state_dict):
+        if variant == "returns-nothing":  # fills the model right, and forgets to hand it back
+            load_llama_weights(model, state_dict)
+            return None
         return _load(model, state_dict, variant)
 
     wrong.__name__ = f"load_llama_weights_{variant}"
@@ -373,6 +387,8 @@ LOAD_MISTAKES = [
     ("the tensors are copied by position, not by name: a checkpoint's order is not the model's; map each name "
      "(model.layers.{i}.self_attn.q_proj.weight -> layers[i].attn.q_proj.weight, ...) and copy by it",
      _load_mistake("by-position")),
+    ("load_llama_weights returns nothing: return the model it filled, so that "
+     "model = load_llama_weights(LlamaLM.from_config(config), state_dict) works", _load_mistake("returns-nothing")),
 ]
 
 REFUSE_HINT = ("a missing or unexpected tensor, or one of the wrong shape, must raise a ValueError naming it, "
@@ -477,7 +493,8 @@ def _cached(attn, x_new, positions, past_key=None, past_value=None, variant=None
         if past_key is not None:
             past_key, past_value = past_key.repeat_interleave(group, dim=1), past_value.repeat_interleave(group, dim=1)
     if past_key is not None:
-        k, v = torch.cat([past_key, k], dim=2), torch.cat([past_value, v], dim=2)
+        axis = 1 if variant == "heads-axis" else 2  # the sequence axis of (B, H_kv, S, D), or (a mistake) the heads'
+        k, v = torch.cat([past_key, k], dim=axis), torch.cat([past_value, v], dim=axis)
     T_new, S = q.size(2), k.size(2)
     if variant == "rotate-after-cache":  # every key rotated at its position, the cached ones a second time
         k = apply_rotary(k, torch.arange(S, device=k.device), base)
@@ -514,6 +531,8 @@ CACHED_MISTAKES = [
      "the last T_new rows of the (S, S) causal mask", _cached_mistake("top-left")),
     ("the key/value heads are repeated in the wrong order: query head h uses kv head h // (num_heads // "
      "num_kv_heads), so k.repeat_interleave(group, dim=1), not k.repeat(1, group, 1, 1)", _cached_mistake("repeat")),
+    ("the new keys and values are appended on the heads axis: append them on the sequence axis, axis 2 of "
+     "(B, H_kv, S, D), torch.cat([past_key, k], dim=2)", _cached_mistake("heads-axis")),
 ]
 
 CACHED_PAST_NONE_HINT = ("past_key=None (the prompt, nothing cached yet) must work: concatenate only when there is a "
