@@ -174,8 +174,8 @@ def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
 
 FLOAT32_INSIDE = (
     "the float64 result is only as precise as float32 (it agrees to about 6 digits, not 15): a part of the computation "
-    "ran in float32, a dtype lost on the way (a tensor made without dtype=, such as torch.arange(...) or "
-    "torch.tensor(...) of Python floats, or a .float()): make new tensors with dtype=x.dtype, or compute in float64"
+    "ran in float32, a dtype lost on the way (a float tensor made without dtype=, such as torch.arange(0, D, 2) / D "
+    "or torch.tensor(...) of Python floats, or a .float()): make new tensors with dtype=x.dtype, or compute in float64"
 )
 
 
