@@ -9,7 +9,7 @@ Students found that one hint cell that names the calls and counts the lines leav
 
 The rule holds in solutions/ and in the lessons/ that students open, for the lessons of HINTED_LESSONS.
 Those lessons also state, where their exercises list the requirements, the one that lesson 08 left unsaid
-(issue 20): answers run on PyTorch's meta device, so they may not read values (`.item()`, ...).
+(issue 20): answers run on PyTorch's meta device, and should be whole-tensor code (no `.item()`, ...).
 """
 
 import copy
@@ -25,7 +25,7 @@ from autograder.lessons import lesson_notebook, source_notebook
 # The lessons whose exercises have the two levels of hints. To bring another lesson under the rule,
 # add its name here.
 HINTED_LESSONS = ["01_self_attention", "02_multi_head_attention", "03_positional_encoding", "04_encoder",
-                  "05_decoder_masking", "06_full_model"]
+                  "05_decoder_masking", "06_full_model", "08_modern_transformer", "09_open_weights"]
 
 HINT_TITLES = ("Hint 1: the idea", "Hint 2: the details")
 FOLDED = re.compile(r"<details>\n<summary><b>(?P<title>[^<]+)</b></summary>\n\n(?P<body>.*\S.*)\n\n</details>", re.S)
