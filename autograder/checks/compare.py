@@ -271,7 +271,7 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), 
                      probe.get("hint"))]
         if got["error"]["type"] != want:  # an error that names its own cause says more than the probe's hint
             return [(f"{where} raised {got['error']['type']} ({got['error']['message']}); expected {want}",
-                     _raised_like(got["error"], mistakes) or _error_hint(got["error"]) or probe.get("hint"))]
+                     _error_hint(got["error"]) or probe.get("hint"))]
         return []
     if not got.get("ok") and probe.get("memory_budget") and _out_of_memory(got["error"]):
         return [(_over_budget_message(where, probe, got["error"]), probe.get("memory_advice"))]
