@@ -51,7 +51,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=BENCH_CONFIG.num_threads, help="intra-op CPU threads")
     parser.add_argument("--steps", type=int, default=BENCH_CONFIG.steps, help="training steps per seed")
     parser.add_argument("--cache-length", type=int, default=None, help=f"positions generated (default {CACHE_LENGTH})")
-    parser.add_argument("--progress", action="store_true", help="show a progress bar for each training run")
+    parser.add_argument("--progress", action="store_true", help="print a line of progress every eval_every steps of each training run")
     args = parser.parse_args(argv)
     if args.seeds is None:
         args.seeds = [0] if args.quick else [0, 1, 2]

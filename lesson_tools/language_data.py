@@ -7,7 +7,7 @@
     train_ids = tokenizer.encode(train_text)                # (N,) long
     x, y = data.random_batch(train_ids, 128, 32, generator)  # (32, 128) inputs, the same shifted by one
     model = DecoderOnlyLM(tokenizer.vocab_size, max_len=64, **data.LESSON_MODEL)  # lesson 07's exercise
-    run = data.train(model, train_ids, data.TrainConfig(), seed=0)
+    run = data.train(model, train_ids, data.TrainConfig(), seed=0, val_ids=tokenizer.encode(val_text))
 
 The text is committed with the course (data/shakespeare/shakespeare.txt, built by
 data/shakespeare/build.py), so everything here works offline. The lesson asks the student to
@@ -22,7 +22,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from .threads import cpu_threads
 
@@ -117,13 +116,17 @@ class TrainConfig:
     betas: tuple = (0.9, 0.99)
     grad_clip: float = 1.0  # the gradient's norm is clipped to this (None: no clipping)
     num_threads: int = 1  # CPU threads while training (None: leave PyTorch's setting alone); see threads.cpu_threads
+    eval_every: int = 250  # steps between two estimates of the loss (and progress lines)
+    eval_windows: int = 64  # windows of each split that an estimate averages over (the same ones every time)
 
 
 @dataclass
 class TrainingRun:
-    """What train() returns: the loss of every step (nats per character), wall and CPU time."""
+    """What train() returns: the loss of every step (nats per character), the estimates made every
+    eval_every steps as (step, training loss, validation loss), wall and CPU time."""
 
     losses: list = field(default_factory=list)
+    estimates: list = field(default_factory=list)
     seconds: float = float("nan")
     cpu_seconds: float = float("nan")
 
@@ -145,21 +148,43 @@ def make_optimizer(model, config):
     return torch.optim.AdamW(groups, lr=config.peak_lr, betas=config.betas)
 
 
-def train(model, ids, config=TrainConfig(), seed=0, progress=True):
+def estimate_loss(model, windows):
+    """The mean cross-entropy (nats per token) of a model on fixed windows (x, y), in eval mode and without
+    gradients; the model is left in the mode it was in."""
+    x, y = windows
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(x.to(device))  # (n, T, V)
+            return F.cross_entropy(logits.flatten(0, 1), y.to(device).flatten()).item()
+    finally:
+        model.train(was_training)
+
+
+def train(model, ids, config=TrainConfig(), seed=0, progress=True, val_ids=None):
     """Train a language model (ids (B, T) -> logits (B, T, V)) on the token ids ``ids`` (N,); return a TrainingRun.
 
     The batches come from a generator seeded with ``seed``; seed the model's initialisation
-    yourself. The model is left in training mode.
+    yourself. The model is left in training mode. With ``val_ids``, every ``config.eval_every``
+    steps the loss is estimated on the same ``config.eval_windows`` windows of each split (as
+    nanoGPT's estimate_loss does, but on fixed windows, so that two estimates differ only by what
+    the model learned), and the gap between the two shows how much the model fits its own text
+    better than text it never read. With ``progress``, a line is printed at each estimate.
     """
     start, cpu_start = time.perf_counter(), time.process_time()
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     optimizer = make_optimizer(model, config)
     run = TrainingRun()
+    fixed = None
+    if val_ids is not None:  # their own generator: the training batches are the same with or without estimates
+        windows = torch.Generator().manual_seed(seed + 1)
+        fixed = [random_batch(split, config.block_size, config.eval_windows, windows) for split in (ids, val_ids)]
     with cpu_threads(config.num_threads):
         model.train()
-        bar = tqdm(range(1, config.steps + 1), desc="training", disable=not progress)
-        for step in bar:
+        for step in range(1, config.steps + 1):
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(step, config)
             x, y = random_batch(ids, config.block_size, config.batch_size, generator)
@@ -171,9 +196,22 @@ def train(model, ids, config=TrainConfig(), seed=0, progress=True):
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
             run.losses.append(loss.item())
-            if step % 20 == 0 or step == config.steps:
-                bar.set_postfix(loss=f"{run.losses[-1]:.3f}")
-        bar.close()
+            if step % config.eval_every == 0 or step == config.steps:
+                _report(run, step, config, model, fixed, time.perf_counter() - start, progress)
     run.seconds = time.perf_counter() - start
     run.cpu_seconds = time.process_time() - cpu_start
     return run
+
+
+def _report(run, step, config, model, fixed, seconds, progress):
+    """Estimate the losses (with fixed windows) and print a line of text: a line stays readable in a saved
+    notebook, where a progress widget shows only its state when the page was saved."""
+    recent = run.losses[-config.eval_every:]
+    line = f"step {step:>{len(str(config.steps))}}/{config.steps}: training batches {sum(recent) / len(recent):.3f}"
+    if fixed is not None:
+        train_loss, val_loss = (estimate_loss(model, windows) for windows in fixed)
+        run.estimates.append((step, train_loss, val_loss))
+        line += f", estimate on training text {train_loss:.3f}, on validation text {val_loss:.3f}"
+    if progress:
+        left = seconds / step * (config.steps - step)
+        print(f"{line} nats/char ({seconds:.0f} s, about {left:.0f} s to go)", flush=True)

@@ -219,3 +219,19 @@ def test_a_meta_probe_checks_values_a_meta_special_case_cannot_fake():
     assert "differs from what your code returns" in failures(skip=True)[0][0]
     assert "same device" in failures(cpu_positions=True)[0][0]
     assert not failures(scale=math.pi)  # wrong on every device alike: the formula's probes judge it
+
+
+@pytest.mark.parametrize("title", ["a head with a bias", "norm_first defaults to False"])
+def test_language_model_whose_init_differs_is_told_so_in_every_requirement(title):
+    """A DecoderOnlyLM whose __init__ builds other parameters fails every probe when its weights are
+    loaded: each failing requirement names that, none the missing max_len check (the error the
+    too-long probe wants is not the one it got)."""
+    from autograder.checks.public import failure_text
+    from autograder.checks.hidden import hidden_report
+    from tests.bug_catalog import l07_language_model as catalog
+
+    bug = next(b for b in catalog.BUGS if b.title == title)
+    text = failure_text(hidden_report(bug.exercise, load(bug, catalog.PRELUDE)), "hidden")
+    likely = [line for line in text.split("\n") if "Likely mistake:" in line]
+    assert likely and all("__init__" in line for line in likely), text
+    assert "no position embeddings" not in text, text

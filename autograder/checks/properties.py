@@ -293,6 +293,118 @@ def future_stays_hidden(hint):
     return check
 
 
+def lm_windows():
+    """make_lm_examples: x's rows are windows of ids that start block_size apart, y's the same one position on.
+
+    The probes' ids are distinct, so where each row starts in ids shows the stride, the count and the shift,
+    whatever the shapes returned (this property also explains a wrong shape)."""
+
+    def check(probe, outputs):
+        ids, block_size = _argument(probe, "ids", 0), _argument(probe, "block_size", 1)
+        if len(outputs) != 2 or not all(isinstance(t, torch.Tensor) for t in (ids, *outputs)):
+            return None
+        x, y = outputs
+        n = (ids.size(0) - 1) // block_size
+        if x.dtype != ids.dtype or y.dtype != ids.dtype:
+            dtypes = " and ".join(sorted({str(t.dtype).replace("torch.", "") for t in (x, y)}))
+            return (f"x and y are {dtypes}: they hold token ids, so keep the dtype of ids (long): slice and reshape "
+                    "ids, or make new tensors with dtype=ids.dtype (torch.zeros makes float32)")
+        if x.dim() != 2 or y.dim() != 2:
+            return f"x and y are each (n, block_size) = ({n}, {block_size}): one window per row"
+        if x.shape == (block_size, n) != (n, block_size):
+            return (f"x and y are (block_size, n) = {tuple(x.shape)}: each row is one window, so they are "
+                    f"(n, block_size) = ({n}, {block_size}), ids[: n * block_size].reshape(n, block_size)")
+        where = {int(token): i for i, token in enumerate(ids.tolist())}
+        starts = [where.get(int(row[0])) for row in x] if x.size(1) else []
+        if len(starts) >= 2 and None not in starts:
+            stride = starts[1] - starts[0]
+            if stride < block_size:
+                return (f"the windows overlap (they start {stride} token{'s' * (stride != 1)} apart): they start "
+                        "block_size apart and do not overlap, x[i] = ids[i*bs:(i+1)*bs], n = (N - 1) // block_size "
+                        "of them")
+            if stride > block_size:
+                return (f"the windows start {stride} tokens apart, so tokens are skipped: they start block_size apart, "
+                        "x[i] = ids[i*bs:(i+1)*bs], and y[i] is the same window one position on, "
+                        "ids[i*bs+1:(i+1)*bs+1]")
+        if y.shape == x.shape and y.numel():
+            y_starts = [where.get(int(row[0])) for row in y]
+            if None in y_starts or None in starts:
+                if torch.equal(y, x + 1):
+                    return ("y is x's ids plus one: the targets are the next tokens of the text, ids shifted by one "
+                            "position, y[i] = ids[i*bs+1:(i+1)*bs+1]")
+                return "x and y must hold tokens of ids: slices of it, y[i] = ids[i*bs+1:(i+1)*bs+1]"
+            shift = y_starts[0] - starts[0]
+            if shift != 1:
+                return (f"y is shifted by {shift} positions from x: the targets are the next tokens, one position on, "
+                        "y[i] = ids[i*bs+1:(i+1)*bs+1]")
+        return None
+
+    return check
+
+
+def _tempered_logits(probe):
+    logits = _argument(probe, "logits", 0)
+    temperature = _argument(probe, "temperature", 1)
+    if not isinstance(logits, torch.Tensor):
+        return None
+    return logits.double() / (1.0 if temperature is None else float(temperature))
+
+
+def sampling_distribution():
+    """next_token_probs: each row a distribution over the vocabulary (sums to 1), whose kept tokens are the most
+    probable ones in the row (a dropped token never outranks a kept one)."""
+
+    def check(probe, outputs):
+        probs, logits = (outputs[0] if outputs else None), _tempered_logits(probe)
+        if not isinstance(probs, torch.Tensor) or logits is None or probs.shape != logits.shape or probs.dim() != 2:
+            return None
+        probs = probs.double()
+        kept = (probs > 0) & ~probs.isnan()  # (B, V)
+        for row_logits, row_kept in zip(logits, kept):
+            if row_kept.any() and (~row_kept).any() and row_logits[~row_kept].max() > row_logits[row_kept].min():
+                return SORT_UNDONE
+        sums = probs.nan_to_num(0.0).sum(dim=-1)  # (B,)
+        if not kept.any(dim=-1).all():
+            return ("a row keeps no token, so its probabilities are 0/0 = NaN: top_k=0 (like None) means no top-k "
+                    "filter, and top-p always keeps the most probable token and the one that crosses top_p")
+        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+            columns = probs.sum(dim=0)
+            if probs.size(0) > 1 and torch.allclose(columns, torch.ones_like(columns), atol=1e-4):
+                return ("the probabilities sum to 1 over the batch (dim 0), not over each row's vocabulary: take "
+                        "the softmax (and any sum) over the last axis, dim=-1")
+            return ("the rows don't sum to 1: renormalise each row by its own sum, probs / probs.sum(dim=-1, "
+                    "keepdim=True)")
+        return None
+
+    return check
+
+
+SORT_UNDONE = ("the tokens kept are not the most probable ones: the decision made on the sorted probabilities is "
+               "not put back in vocabulary order. Scatter it with the sort's indices, torch.zeros_like(drop_sorted)"
+               ".scatter(-1, order, drop_sorted) (gather with them does the opposite: it sorts)")
+
+
+def returns_logits():
+    """A language model's forward returns logits: neither probabilities nor log-probabilities, and no NaN."""
+
+    def check(probe, outputs):
+        logits = outputs[0] if outputs else None
+        if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() != 3:
+            return None
+        if logits.isnan().any():
+            return ("some logits are NaN: a position whose attention row is blocked entirely gets NaN. Does the mask "
+                    "block the diagonal, a position's own token? causal_mask(T) blocks only the later positions "
+                    "(j > i)")
+        totals = {"probabilities": logits.double().sum(-1), "log-probabilities": logits.double().exp().sum(-1)}
+        for what, total in totals.items():
+            if torch.allclose(total, torch.ones_like(total), atol=1e-4):
+                return (f"forward returns {what}: it returns the logits, self.lm_head(x), with no softmax (and no "
+                        "log_softmax): the loss, F.cross_entropy, applies it")
+        return None
+
+    return check
+
+
 PROPERTIES = {
     # The most specific property first: a mask read the wrong way round can also leave rows that
     # don't sum to 1 (those it blocks entirely), which is not a softmax over the wrong axis.
@@ -324,9 +436,17 @@ PROPERTIES = {
     "Decoder": (future_stays_hidden(
         "earlier positions change when only later target tokens change, so the decoder sees the future: pass "
         "tgt_mask on to every layer"),),
+    "make_lm_examples": (lm_windows(),),
+    "DecoderOnlyLM": (returns_logits(),),
+    "next_token_probs": (sampling_distribution(),),
     "Transformer": (future_stays_hidden(
         "earlier positions change when only later target tokens change, so the decoder sees the future: decode "
         "must build causal_mask(T, device=tgt.device) itself and pass it as tgt_mask"),),
+}
+
+# Properties that also explain outputs of the wrong shape (the others are asked only when the shapes are right).
+WRONG_SHAPE_PROPERTIES = {
+    "make_lm_examples": (lm_windows(),),
 }
 
 # What a difference in a fixture's recorded state means (e.g. the model given to greedy_decode).

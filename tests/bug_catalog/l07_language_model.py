@@ -71,10 +71,10 @@ _PROBS = '''
 def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
 {check}
     logits = logits / temperature
-    if top_k is not None:
+    if {has_top_k}:
 {top_k}
     probs = F.softmax(logits, dim=-1)
-    if top_p is not None:
+    if top_p is not None and top_p < 1:
         sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
         cumulative = torch.cumsum(sorted_probs, dim=-1)
 {top_p}
@@ -83,8 +83,14 @@ def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
 {renorm}
     return probs
 '''
-_CHECK = '''    if temperature <= 0:
+_CHECK_TEMPERATURE = '''    if temperature <= 0:
         raise ValueError("temperature must be positive")'''
+_CHECK_OPTIONS = '''
+    if top_k is not None and top_k < 0:
+        raise ValueError("top_k must be >= 0")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError("top_p must be in (0, 1]")'''
+_CHECK = _CHECK_TEMPERATURE + _CHECK_OPTIONS
 _TOP_K = '''        idx = torch.topk(logits, top_k, dim=-1).indices
         keep = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, idx, True)
         logits = logits.masked_fill(~keep, float("-inf"))'''
@@ -93,8 +99,8 @@ _TOP_P = '''        remove_sorted = cumulative - sorted_probs >= top_p
 _RENORM = '''        probs = probs / probs.sum(dim=-1, keepdim=True)'''
 
 
-def _probs(check=_CHECK, top_k=_TOP_K, top_p=_TOP_P, renorm=_RENORM):
-    return _PROBS.format(check=check, top_k=top_k, top_p=top_p, renorm=renorm)
+def _probs(check=_CHECK, top_k=_TOP_K, top_p=_TOP_P, renorm=_RENORM, has_top_k="top_k"):
+    return _PROBS.format(check=check, top_k=top_k, top_p=top_p, renorm=renorm, has_top_k=has_top_k)
 
 
 _GENERATE = '''
@@ -238,7 +244,10 @@ def make_lm_examples(ids, block_size):
         "    logits = logits / temperature\n", "").replace(
         "    probs = F.softmax(logits, dim=-1)\n", "    probs = F.softmax(logits, dim=-1) / temperature\n"),
         names="after the softmax"),
-    Bug("next_token_probs", "no ValueError for temperature 0", _probs(check=""), names="raise ValueError"),
+    Bug("next_token_probs", "no ValueError for temperature 0", _probs(check=_CHECK_OPTIONS), names="raise ValueError"),
+    Bug("next_token_probs", "no ValueError for a top_p outside (0, 1]", _probs(check=_CHECK_TEMPERATURE),
+        names="(0, 1]"),
+    Bug("next_token_probs", "top_k=0 keeps no token", _probs(has_top_k="top_k is not None"), names="top_k=0"),
     Bug("next_token_probs", "top-k by a threshold, ties kept", _probs(top_k='''        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))'''), names="equal to the k-th largest"),
     Bug("next_token_probs", "top-p drops the crossing token", _probs(top_p='''        remove_sorted = cumulative > top_p
@@ -264,3 +273,101 @@ def make_lm_examples(ids, block_size):
     Bug("perplexity", "mode not restored", _perplexity(restore=""), names="different mode"),
     Bug("perplexity", "gradients on", _perplexity(grad="    if True:"), names="gradients enabled"),
 ]
+
+# Wrong answers written after the checks, before any diagnosis was designed for them (issue 20): they
+# measure how well the checks name KINDS of mistakes they were not written for. The first number measured
+# on them is in docs/instructors.md.
+UNSEEN = [
+    Bug("make_lm_examples", "overlapping windows, one too few", """
+def make_lm_examples(ids, block_size):
+    if ids.size(0) < block_size + 1:
+        raise ValueError("not enough tokens")
+    x = torch.stack([ids[i:i + block_size] for i in range(ids.size(0) - block_size - 1)])
+    y = torch.stack([ids[i + 1:i + block_size + 1] for i in range(ids.size(0) - block_size - 1)])
+    return x, y
+""", names="windows overlap"),
+    Bug("make_lm_examples", "the targets are the ids plus one", """
+def make_lm_examples(ids, block_size):
+    if ids.size(0) < block_size + 1:
+        raise ValueError("not enough tokens")
+    n = (ids.size(0) - 1) // block_size
+    x = ids[:n * block_size].reshape(n, block_size)
+    return x, x + 1
+""", names="one position"),
+    Bug("make_lm_examples", "windows of block_size + 1, one after the other", """
+def make_lm_examples(ids, block_size):
+    if ids.size(0) < block_size + 1:
+        raise ValueError("not enough tokens")
+    n = ids.size(0) // (block_size + 1)
+    chunks = ids[:n * (block_size + 1)].view(n, block_size + 1)
+    return chunks[:, :-1], chunks[:, 1:]
+""", names="block_size apart"),
+    Bug("make_lm_examples", "rows and columns the wrong way round", """
+def make_lm_examples(ids, block_size):
+    if ids.size(0) < block_size + 1:
+        raise ValueError("not enough tokens")
+    n = (ids.size(0) - 1) // block_size
+    return ids[:n * block_size].view(block_size, n), ids[1:n * block_size + 1].view(block_size, n)
+""", names="(n, block_size)"),
+    Bug("make_lm_examples", "filled into float tensors", """
+def make_lm_examples(ids, block_size):
+    if ids.size(0) < block_size + 1:
+        raise ValueError("not enough tokens")
+    n = (ids.size(0) - 1) // block_size
+    x, y = torch.zeros(n, block_size), torch.zeros(n, block_size)
+    for i in range(n):
+        x[i] = ids[i * block_size:(i + 1) * block_size]
+        y[i] = ids[i * block_size + 1:(i + 1) * block_size + 1]
+    return x, y
+""", names="dtype"),
+    Bug("DecoderOnlyLM", "the layers are one module", _lm().replace(
+        "nn.ModuleList(\n            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers)\n        )",
+        "nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)] * num_layers)"),
+        names="one module"),
+    Bug("DecoderOnlyLM", "returns log-probabilities", _lm(_FORWARD.replace(
+        "return self.lm_head(x)", "return F.log_softmax(self.lm_head(x), dim=-1)")), names="no softmax"),
+    Bug("DecoderOnlyLM", "the mask blocks the diagonal too", _lm(_FORWARD.replace(
+        "causal_mask(ids.size(1), device=ids.device)",
+        "torch.ones(ids.size(1), ids.size(1), dtype=torch.bool, device=ids.device).triu()")), names="diagonal"),
+    Bug("cached_self_attention", "appended along the last axis", _cached(append=_APPEND.replace("dim=2", "dim=-1")),
+        names="wrong axis"),
+    Bug("cached_self_attention", "the mask is off by one and hides the token itself", _cached(
+        mask=_MASK.replace("diagonal=S - T_new + 1", "diagonal=S - T_new")), names="itself"),
+    Bug("cached_self_attention", "a float mask", _cached(
+        mask="    mask = torch.ones(T_new, S, device=x_new.device).triu(diagonal=S - T_new + 1)"), names="bool"),
+    Bug("cached_self_attention", "returns only the new keys and values", _cached().replace(
+        "    return attn.out_proj(merge_heads(out)), k, v",
+        "    return attn.out_proj(merge_heads(out)), k[:, :, -T_new:], v[:, :, -T_new:]"), names="all positions"),
+    Bug("next_token_probs", "the sort is not undone", _probs().replace(
+        "        remove = torch.zeros_like(remove_sorted).scatter(-1, order, remove_sorted)\n"
+        "        probs = probs.masked_fill(remove, 0.0)\n",
+        "        probs = sorted_probs.masked_fill(remove_sorted, 0.0)\n"), names="not put back"),
+    Bug("next_token_probs", "softmax over the batch axis", _probs().replace(
+        "F.softmax(logits, dim=-1)", "F.softmax(logits, dim=0)"), names="dim=-1"),
+    Bug("next_token_probs", "computed in float32", _probs().replace(
+        "    logits = logits / temperature\n", "    logits = logits.float() / temperature\n"), names="float64"),
+    Bug("next_token_probs", "renormalised by the sum of the whole batch", _probs(
+        renorm="        probs = probs / probs.sum()"), names="each row"),
+    Bug("generate", "the generator is not passed on", _generate(
+        sample="            next_id = torch.multinomial(probs, 1)"), names="generator given decides"),
+    Bug("generate", "the newest token fed without its sequence axis", _generate(
+        step="                logits = model.forward_cached(ids[:, -1], cache)"), names="ids[:, -1:]"),
+    Bug("perplexity", "divided by the number of windows", _perplexity(result="math.exp(total / x.size(0))"),
+        names="another count"),
+    Bug("perplexity", "cross-entropy of unflattened logits", _perplexity().replace(
+        "F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction=\"sum\")",
+        "F.cross_entropy(logits, targets, reduction=\"sum\")"), names="flatten"),
+]
+
+# Named in issue 20 as mistakes students made whose message was missing or wrong.
+REPORTED = [
+    Bug("next_token_probs", "top-p undone with gather", _probs().replace(
+        "torch.zeros_like(remove_sorted).scatter(-1, order, remove_sorted)", "remove_sorted.gather(-1, order)"),
+        names="not put back"),
+    Bug("DecoderOnlyLM", "a head with a bias", _lm().replace(
+        "nn.Linear(d_model, vocab_size, bias=False)", "nn.Linear(d_model, vocab_size)"), names="__init__"),
+    Bug("DecoderOnlyLM", "norm_first defaults to False", _lm().replace("norm_first=True", "norm_first=False"),
+        names="__init__"),
+]
+
+BUGS += UNSEEN + REPORTED

@@ -29,7 +29,7 @@ from ...reference import (DecoderOnlyLM, cached_self_attention, generate, make_l
 from ...reference.attention import scaled_dot_product_attention
 from ...reference.decoder import causal_mask
 from ...reference.multihead import merge_heads, split_heads
-from ..properties import FIXTURE_HINTS
+from ..properties import FIXTURE_HINTS, SORT_UNDONE
 from .probes import ExerciseChecks, Requirement, function_probe, module_probe, on_device, randn, requiring
 
 
@@ -131,6 +131,8 @@ class _LMMistake(DecoderOnlyLM):
             self.lm_head.weight = nn.Parameter(self.tok_embed.embedding.weight.detach().clone())
         if self.variant == "always_tied" and not tied:
             self.lm_head.weight = self.tok_embed.embedding.weight
+        if self.variant == "shared_layers":  # [layer] * n: one module in every place, loaded last with the top layer's
+            self.layers = nn.ModuleList([self.layers[0]] * len(self.layers))
 
     def forward(self, ids, key_padding_mask=None):
         if self.variant == "unscaled":
@@ -140,6 +142,10 @@ class _LMMistake(DecoderOnlyLM):
         else:
             x = self.pos_embed(self.tok_embed(ids))  # (B, T, C)
         mask = causal_mask(ids.size(1), device=ids.device)
+        T = ids.size(1)
+        off_by_one = {"diagonal_blocked": 0, "sees_next": 2}
+        if self.variant in off_by_one:
+            mask = torch.ones(T, T, dtype=torch.bool, device=ids.device).triu(diagonal=off_by_one[self.variant])
         mask = {"no_mask": None, "inverted_mask": ~mask}.get(self.variant, mask)
         padding = None if self.variant == "padding_dropped" else key_padding_mask
         for layer in self.layers:
@@ -154,11 +160,17 @@ def _lm_mistake(variant):
     return type(f"DecoderOnlyLM_{variant}", (_LMMistake,), {"variant": variant})
 
 
+LM_MASK_OFF_BY_ONE = ("the causal mask is off by one: position i sees its own token and the earlier ones, not the "
+                      "diagonal blocked nor the next token seen; causal_mask(T, device=ids.device) blocks exactly the "
+                      "later positions, True above the diagonal")
+
 DECODER_ONLY_LM_MISTAKES = [
     ("the layers run without the causal mask: pass attn_mask=causal_mask(T, device=ids.device) to every layer, so "
      "that no position sees a later token", _lm_mistake("no_mask")),
+    (LM_MASK_OFF_BY_ONE, _lm_mistake("diagonal_blocked")),  # first: with one token, the same as the inverted mask
     ("the causal mask is the wrong way round: True marks the FUTURE positions, the ones to block (causal_mask(T))",
      _lm_mistake("inverted_mask")),
+    (LM_MASK_OFF_BY_ONE, _lm_mistake("sees_next")),
     ("the final LayerNorm is missing: with norm_first, apply self.norm to the last layer's output before lm_head",
      _lm_mistake("no_final_norm")),
     ("forward returns probabilities: it returns the logits, self.lm_head(x), with no softmax (the loss applies it)",
@@ -172,6 +184,9 @@ DECODER_ONLY_LM_MISTAKES = [
      "self.tok_embed.embedding.weight), not a copy of it", _lm_mistake("tied_by_copy")),
     ("with tie_weights=False lm_head keeps its own weight: tie the two only when tie_weights is True",
      _lm_mistake("always_tied")),
+    ("the layers are one module repeated: nn.ModuleList([layer] * num_layers) puts the same EncoderLayer in every "
+     "place, so they share their weights; build a new one for each, EncoderLayer(...) for _ in range(num_layers)",
+     _lm_mistake("shared_layers")),
 ]
 
 
@@ -284,7 +299,7 @@ def _cached(attn, x_new, past_key=None, past_value=None, variant=None):
         elif variant == "new_first":
             k, v = torch.cat([k, past_key], dim=2), torch.cat([v, past_value], dim=2)
         else:
-            dim = 1 if variant == "heads_axis" else 2
+            dim = {"heads_axis": 1, "batch_axis": 0, "last_axis": 3}.get(variant, 2)
             k, v = torch.cat([past_key, k], dim=dim), torch.cat([past_value, v], dim=dim)
     T_new, S = q.size(2), k.size(2)
     if variant == "no_mask":
@@ -294,9 +309,14 @@ def _cached(attn, x_new, past_key=None, past_value=None, variant=None):
     elif variant == "square_mask":
         mask = causal_mask(T_new, device=x_new.device)
     else:
-        mask = torch.ones(T_new, S, dtype=torch.bool, device=x_new.device).triu(diagonal=S - T_new + 1)
+        diagonal = S - T_new + {"hides_itself": 0, "sees_next": 2}.get(variant, 1)
+        mask = torch.ones(T_new, S, dtype=torch.bool, device=x_new.device).triu(diagonal=diagonal)  # (T_new, S)
+        if variant == "float_mask":
+            mask = mask.to(q.dtype)
     out, _ = scaled_dot_product_attention(q, k, v, mask)
     out = merge_heads(out)
+    if variant == "new_only_returned":
+        k, v = k[:, :, S - T_new:], v[:, :, S - T_new:]
     return (out if variant == "no_out_proj" else attn.out_proj(out)), k, v
 
 
@@ -308,9 +328,22 @@ def _cached_mistake(variant):
     return wrong
 
 
+WRONG_AXIS_HINT = ("the new keys and values are appended on the wrong axis: (B, H, S, D) grows along the positions, "
+                   "torch.cat([past_key, key], dim=2)")
+OFF_BY_ONE_MASK_HINT = ("the mask is off by one: new token i (position S_past + i) sees positions 0 .. S_past + i, "
+                        "itself included and nothing after it: torch.ones(T_new, S, dtype=torch.bool)"
+                        ".triu(diagonal=S - T_new + 1)")
+
 CACHED_SELF_ATTENTION_MISTAKES = [
-    ("the new keys and values are appended on the wrong axis: (B, H, S, D) grows along the positions, "
-     "torch.cat([past_key, key], dim=2)", _cached_mistake("heads_axis")),
+    (WRONG_AXIS_HINT, _cached_mistake("heads_axis")),
+    (WRONG_AXIS_HINT, _cached_mistake("last_axis")),
+    (WRONG_AXIS_HINT, _cached_mistake("batch_axis")),
+    (OFF_BY_ONE_MASK_HINT, _cached_mistake("hides_itself")),
+    (OFF_BY_ONE_MASK_HINT, _cached_mistake("sees_next")),
+    ("the mask is not bool (torch.ones makes float32): a float mask is ADDED to the scores and blocks nothing; "
+     "make it with dtype=torch.bool, True = blocked", _cached_mistake("float_mask")),
+    ("the keys and values returned are the new positions' only: return those of all positions so far, the past "
+     "ones and the new ones, (B, H, S_past + T_new, D): they are the new cache", _cached_mistake("new_only_returned")),
     ("the new positions' keys and values are not appended to the past ones: the new tokens attend to themselves "
      "too, so key = torch.cat([past_key, key], dim=2) (and the same for the values)", _cached_mistake("not_appended")),
     ("the new keys and values come before the past ones: the past ones first, torch.cat([past_key, key], dim=2)",
@@ -402,12 +435,14 @@ def cached_self_attention_hidden_probes(devices=("cpu",)):
 # ----------------------------------------------------------------------------- next_token_probs
 def _probs(logits, temperature=1.0, top_k=None, top_p=None, variant=None):
     """next_token_probs with one knob turned the wrong way."""
-    if temperature <= 0:
-        raise ValueError("temperature")
+    if temperature <= 0 or (top_k is not None and top_k < 0) or (top_p is not None and not 0 < top_p <= 1):
+        raise ValueError("temperature, top_k or top_p")
     if variant != "temperature_after":
         logits = logits / temperature
     original = torch.softmax(logits, dim=-1)
-    if top_k is not None:
+    if variant == "top_k_zero_kept_none" and top_k == 0:
+        logits = torch.full_like(logits, float("-inf"))
+    if top_k:
         if variant in ("k_plus_one", "k_minus_one", "threshold"):
             kth = torch.topk(logits, top_k + (variant == "k_plus_one"), dim=-1).values[:, -1:]  # (B, 1)
             logits = logits.masked_fill(logits <= kth if variant == "k_minus_one" else logits < kth, float("-inf"))
@@ -418,7 +453,7 @@ def _probs(logits, temperature=1.0, top_k=None, top_p=None, variant=None):
     probs = torch.softmax(logits, dim=-1)
     if variant == "temperature_after":
         probs = probs / temperature
-    if top_p is not None:
+    if top_p is not None and top_p < 1:
         source = original if variant == "top_p_first" else probs
         if variant == "unsorted":
             drop = source.cumsum(dim=-1) - source >= top_p
@@ -433,7 +468,10 @@ def _probs(logits, temperature=1.0, top_k=None, top_p=None, variant=None):
             else:
                 drop_sorted = cumulative - sorted_probs >= top_p
                 drop_sorted[:, 0] = False
-            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+            if variant == "gathered":  # the inverse of what undoes the sort
+                drop = drop_sorted.gather(-1, order)
+            else:
+                drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)
         if variant != "not_renormalised":
             probs = probs / probs.sum(dim=-1, keepdim=True)
@@ -467,6 +505,9 @@ NEXT_TOKEN_PROBS_MISTAKES = [
      _probs_mistake("not_renormalised")),
     ("top_p is computed before top_k: in this order, temperature, then top_k, then top_p on the probabilities "
      "of the tokens top_k kept", _probs_mistake("top_p_first")),
+    (SORT_UNDONE, _probs_mistake("gathered")),
+    ("top_k=0 keeps no token (then the probabilities are NaN): top_k=0, like None, means no top-k filter",
+     _probs_mistake("top_k_zero_kept_none")),
 ]
 
 
@@ -487,15 +528,19 @@ def _tied_logits(seed):
 
 
 TEMPERATURE_HINT = "temperature <= 0 has no meaning (it divides the logits): raise ValueError"
+TOP_P_HINT = "top_p is a share of the probability, in (0, 1]: raise ValueError outside it (top_p=1 keeps every token)"
+TOP_K_HINT = "top_k counts the tokens kept: a negative top_k raises ValueError (0, like None, means no top-k filter)"
 
 NEXT_TOKEN_PROBS_REQUIREMENTS = (
     Requirement("softmax", "returns the probabilities (B, V), the softmax of the logits; rows sum to 1", 2),
     Requirement("temperature", "divides the logits by temperature before the softmax"),
-    Requirement("temperature-error", "temperature <= 0 raises ValueError", 0.5),
+    Requirement("argument-errors", "temperature <= 0, a negative top_k or a top_p outside (0, 1] raises ValueError",
+                0.5),
     Requirement("top-k", "top_k keeps the k largest logits (ties as torch.topk), the rest get probability 0; "
-                         "renormalised"),
+                         "renormalised; top_k=0, like None, filters nothing"),
     Requirement("top-p", "top_p keeps the smallest set of most probable tokens whose total reaches top_p (the token "
-                         "that crosses it included, always at least the most probable one); renormalised"),
+                         "that crosses it included, always at least the most probable one); renormalised; top_p=1 "
+                         "keeps every token"),
     Requirement("order", "temperature, then top_k, then top_p (on what top_k kept), in this order", 0.5),
     Requirement("dtype-device", "follows the logits' dtype (float64) and device (meta)", 0.5),
 )
@@ -508,17 +553,22 @@ def next_token_probs_public_probes():
             _logits_probe("cold", "temperature=0.5", 2, 7, seed=2, temperature=0.5),
             _logits_probe("hot", "temperature=2.5", 2, 7, seed=3, temperature=2.5),
         ]),
-        *requiring("temperature-error", [
+        *requiring("argument-errors", [
             _logits_probe("zero-temperature", "temperature=0", 2, 7, seed=4, temperature=0.0, hint=TEMPERATURE_HINT),
+            _logits_probe("zero-top-p", "top_p=0", 2, 7, seed=12, top_p=0.0, hint=TOP_P_HINT),
+            _logits_probe("top-p-above-one", "top_p=1.5", 2, 7, seed=13, top_p=1.5, hint=TOP_P_HINT),
+            _logits_probe("negative-top-k", "top_k=-1", 2, 7, seed=14, top_k=-1, hint=TOP_K_HINT),
         ]),
         *requiring("top-k", [
             _logits_probe("top-k", "top_k=3", 2, 7, seed=5, top_k=3),
             _logits_probe("top-k-ties", "top_k=2 where the 2nd largest logit is tied with others", 2, 7, seed=6,
                           logits=_tied_logits(6), top_k=2),
+            _logits_probe("top-k-zero", "top_k=0: no top-k filter", 2, 7, seed=15, top_k=0),
         ]),
         *requiring("top-p", [
             _logits_probe("top-p", "top_p=0.7", 3, 7, seed=7, top_p=0.7),
             _logits_probe("top-p-tiny", "top_p=0.01: only the most probable token", 2, 7, seed=8, top_p=0.01),
+            _logits_probe("top-p-one", "top_p=1: every token", 2, 7, seed=16, top_p=1.0),
         ]),
         *requiring("order", [
             _logits_probe("all", "temperature=0.8, top_k=5, top_p=0.5", 3, 9, seed=9, temperature=0.8, top_k=5,
@@ -539,20 +589,26 @@ def next_token_probs_hidden_probes(devices=("cpu",)):
             _logits_probe("very-cold", "temperature=0.2", 3, 10, seed=21, temperature=0.2),
             _logits_probe("warm", "temperature=1.7", 1, 12, seed=22, temperature=1.7),
         ]),
-        *requiring("temperature-error", [
+        *requiring("argument-errors", [
             _logits_probe("negative-temperature", "temperature=-1", 2, 5, seed=23, temperature=-1.0,
                           hint=TEMPERATURE_HINT),
+            _logits_probe("negative-top-p", "top_p=-0.2", 2, 5, seed=35, top_p=-0.2, hint=TOP_P_HINT),
+            _logits_probe("top-p-two", "top_p=2, with top_k=3", 2, 5, seed=36, top_p=2.0, top_k=3, hint=TOP_P_HINT),
+            _logits_probe("negative-top-k-2", "top_k=-3, with top_p=0.5", 2, 5, seed=37, top_k=-3, top_p=0.5,
+                          hint=TOP_K_HINT),
         ]),
         *requiring("top-k", [
             _logits_probe("top-k-1", "top_k=1", 3, 9, seed=24, top_k=1),
             _logits_probe("top-k-5", "top_k=5 of 12", 2, 12, seed=25, top_k=5),
             _logits_probe("top-k-ties-3", "top_k=3 with ties", 2, 7, seed=26, logits=_tied_logits(26).flip(-1),
                           top_k=3),
+            _logits_probe("top-k-zero-2", "top_k=0, 12 tokens", 3, 12, seed=38, top_k=0),
         ]),
         *requiring("top-p", [
             _logits_probe("top-p-half", "top_p=0.5", 3, 12, seed=27, top_p=0.5),
             _logits_probe("top-p-high", "top_p=0.95", 2, 9, seed=28, top_p=0.95),
             _logits_probe("top-p-tiny-2", "top_p=0.001", 3, 9, seed=29, top_p=0.001),
+            _logits_probe("top-p-one-2", "top_p=1, 12 tokens", 3, 12, seed=39, top_p=1.0),
         ]),
         *requiring("order", [
             _logits_probe("all-2", "temperature=1.5, top_k=6, top_p=0.5", 2, 10, seed=30, temperature=1.5, top_k=6,
@@ -586,11 +642,16 @@ def _model(max_len, seed, training=False, records=()):
             "kwargs": {"reveals": REVEALS[tuple(records)]}}
 
 
+SAMPLING_HINT = ("the tokens differ from those the lesson's recipe draws: each new token is torch.multinomial(probs, 1, "
+                 "generator=generator), probs = next_token_probs(logits[:, -1], ...), one call per step, so that the "
+                 "generator given decides every draw (is it passed on? is another random function called?)")
+
+
 def _generate_probe(id, title, B, T_prompt, new, max_len, seed, records=(), training=False, **kwargs):
     prompt = _tokens(B, T_prompt, vocab=LM_VOCAB, seed=seed + 100)
     hint = kwargs.pop("hint", None)
     kwargs["generator"] = {"__fixture__": "generator", "args": [seed + 200]}
-    extra = {"hint": hint} if hint else {}
+    extra = {"hint": hint} if hint else {"fallback_hint": SAMPLING_HINT}
     return function_probe(id, title, (_model(max_len, seed, training, records), prompt, new), kwargs, ("ids",),
                           records=list(records), **extra)
 
@@ -612,7 +673,8 @@ def _generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=
                 cache = [None] * len(model.layers)
                 logits = model.forward_cached(ids if fresh else ids[:, -1:], cache)
             else:
-                logits = model.forward_cached(ids if variant == "whole_ids" else ids[:, -1:], cache)
+                newest = ids[:, -1] if variant == "newest_without_axis" else ids[:, -1:]
+                logits = model.forward_cached(ids if variant == "whole_ids" else newest, cache)
             last = logits[:, 0] if variant == "first_position" else logits[:, -1]
             if variant == "options_dropped":
                 probs = next_token_probs(last)
@@ -650,6 +712,8 @@ GENERATE_MISTAKES = [
      "model(ids[:, -model.max_len:])", _generate_mistake("no_window")),
     ("temperature, top_k and top_p are not passed on: next_token_probs(logits[:, -1], temperature, top_k, top_p)",
      _generate_mistake("options_dropped")),
+    ("the newest token is fed as ids[:, -1], (B,), without its sequence axis: forward_cached takes (B, T_new) ids, "
+     "so feed ids[:, -1:], (B, 1)", _generate_mistake("newest_without_axis")),
     # Named by the tokens returned (the stand-in's values show its calls and mode), not by its record.
     ("use_cache is ignored: with use_cache, run the prompt once through model.forward_cached(prompt, cache), "
      "cache = [None] * len(model.layers), then only the newest token, ids[:, -1:], with the same cache",
@@ -751,8 +815,11 @@ def _perplexity(model, ids, block_size, batch_size=64, variant=None):
         losses = []
         for start in range(0, x.size(0), batch_size):
             logits = model(x[start : start + batch_size])
-            losses.append(F.cross_entropy(logits.flatten(0, 1), y[start : start + batch_size].flatten(),
-                                          reduction="mean" if variant == "batch_means" else "sum"))
+            if variant == "unflattened":  # (b, T, V) logits: cross_entropy takes axis 1, T, as the classes
+                losses.append(F.cross_entropy(logits, y[start : start + batch_size], reduction="sum"))
+            else:
+                losses.append(F.cross_entropy(logits.flatten(0, 1), y[start : start + batch_size].flatten(),
+                                              reduction="mean" if variant == "batch_means" else "sum"))
     total = torch.stack(losses)
     if variant == "batch_means":
         return math.exp(total.mean().item())
@@ -762,6 +829,8 @@ def _perplexity(model, ids, block_size, batch_size=64, variant=None):
         return total.sum().item() / y.numel()
     if variant == "tensor":
         return torch.exp(total.sum() / y.numel())
+    if variant in ("per_window", "per_id"):
+        return math.exp(total.sum().item() / (x.size(0) if variant == "per_window" else ids.numel()))
     return math.exp(total.sum().item() / y.numel())  # right but for the mode
 
 
@@ -773,6 +842,9 @@ def _perplexity_mistake(variant):
     return wrong
 
 
+PER_TOKEN_HINT = ("the summed cross-entropy is divided by another count than the targets': the mean is over every "
+                  "predicted token, total / y.numel() (n windows of block_size targets each)")
+
 PERPLEXITY_MISTAKES = [
     ("exp is taken of the summed cross-entropy: the perplexity is exp of the mean over every predicted token, "
      "math.exp(total / y.numel())", _perplexity_mistake("exp_of_sum")),
@@ -780,6 +852,10 @@ PERPLEXITY_MISTAKES = [
     ("the batches' means are averaged: a last, smaller batch counts as much as a full one; sum the losses "
      "(reduction='sum') and divide by the number of tokens", _perplexity_mistake("batch_means")),
     ("returns a tensor: the perplexity is a Python float (math.exp(...), or .item())", _perplexity_mistake("tensor")),
+    (PER_TOKEN_HINT, _perplexity_mistake("per_window")),
+    (PER_TOKEN_HINT, _perplexity_mistake("per_id")),
+    ("F.cross_entropy takes (N, V) logits and (N,) targets (or the classes on axis 1): flatten the windows' "
+     "positions into one axis first, logits.flatten(0, 1) and targets.flatten()", _perplexity_mistake("unflattened")),
     # Named by the value returned (the stand-in's logits show the mode), not by its record.
     (FIXTURE_HINTS["lm_grad_enabled"], _perplexity_mistake("gradients")),
     (FIXTURE_HINTS["lm_ran_in_training_mode"], _perplexity_mistake("training_mode")),
