@@ -25,7 +25,7 @@ from autograder.lessons import lesson_notebook, source_notebook
 # The lessons whose exercises have the two levels of hints. To bring another lesson under the rule,
 # add its name here.
 HINTED_LESSONS = ["01_self_attention", "02_multi_head_attention", "03_positional_encoding", "04_encoder",
-                  "05_decoder_masking", "06_full_model", "08_modern_transformer", "09_open_weights"]
+                  "05_decoder_masking", "06_full_model", "07_language_model", "08_modern_transformer", "09_open_weights"]
 
 HINT_TITLES = ("Hint 1: the idea", "Hint 2: the details")
 FOLDED = re.compile(r"<details>\n<summary><b>(?P<title>[^<]+)</b></summary>\n\n(?P<body>.*\S.*)\n\n</details>", re.S)
