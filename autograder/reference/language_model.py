@@ -120,15 +120,13 @@ def cached_self_attention(attn, x_new, past_key=None, past_value=None):
 def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
     """Logits (B, V) -> sampling probabilities (B, V): temperature, then top-k, then top-p, renormalised.
 
-    top_k=None or 0 and top_p=None or 1 filter nothing (as in Hugging Face's generate); a negative top_k
-    or a top_p outside (0, 1] raises ValueError, as a temperature <= 0 does.
+    top_k=None or 0 and top_p=None or >= 1 filter nothing (as in Hugging Face's generate); a top_p <= 0 keeps
+    the most probable token alone (the set always holds it); a negative top_k raises ValueError.
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature} (for the most likely token, use top_k=1)")
     if top_k is not None and top_k < 0:
         raise ValueError(f"top_k must be >= 0 (0 or None: no top-k filter), got {top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1] (1 or None: no top-p filter), got {top_p}")
     logits = logits / temperature  # (B, V): < 1 sharpens the distribution, > 1 flattens it
     if top_k:
         top = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).indices  # (B, k)
