@@ -163,3 +163,12 @@ def test_a_device_check_failing_after_values_were_read_says_so(source, words):
     assert hidden.requirements["values"].met and not hidden.requirements["device"].met
     assert words in (hidden.requirements["device"].likely_mistake or ""), failure_text(hidden, "hidden")
     assert public.score(_points("padding_mask")) == hidden.score(_points("padding_mask"))
+
+
+def test_an_output_that_ignores_most_weights_gets_nothing_from_judging_against_itself():
+    """One weight of four mixed in is no answer; a formula leaving out one sublayer's weights is a wrong one."""
+    public, hidden = _reports("PositionwiseFeedForward", "return x + self.linear2.bias")
+    assert not _judged_on_own(hidden) and not _judged_on_own(public)
+    _, hidden = _reports("EncoderLayer", "return self.norm2(x + self.ff(self.norm1(x)))", LAYER_SIGNATURE)
+    assert "in float32" in hidden.requirements["dtype-device"].judged_on_own
+    assert not hidden.requirements["gradients"].met  # no gradient reaches self-attention's weights

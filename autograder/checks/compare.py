@@ -415,7 +415,8 @@ def _against_plain_twin(probe, got, expected, tolerance):
         return None
     if _matches(plain["outputs"], expected_plain["outputs"], tolerance):
         return None  # their formula is right here: the requirement is judged against the reference
-    if not _depends_on_something(expected_plain) or _not_an_answer(probe["plain"], plain, expected_plain) is not None:
+    if not _depends_on_something(expected_plain) or _not_an_answer(probe["plain"], plain, expected_plain,
+                                                                   every_weight=False) is not None:
         return None
     how = probe["plain"].get("plain_as", "in the plain case")
     # Their own results in float32 stand for those in float64: compared at float32's tolerance.
@@ -458,11 +459,13 @@ def _float_inputs(probe):
     return found
 
 
-def _not_an_answer(probe, got, expected):
+def _not_an_answer(probe, got, expected, every_weight=True):
     """(why, likely mistake) when the student's results show no answer to judge against itself, else None:
-    an output is constant or an input handed back where the reference's is neither, or an input or a weight
-    that the reference's output depends on (a gradient with a value other than zero) gets no gradient, a
-    zero one, or one that is the same everywhere where the reference's is not (a weight summed in)."""
+    an output is constant or an input handed back where the reference's is neither, or an input that the
+    reference's output depends on (a gradient with a value other than zero) gets no gradient, a zero one, or
+    one that is the same everywhere where the reference's is not (a weight summed in); so does every weight,
+    or, without ``every_weight``, at least half of them (a formula that leaves out one sublayer's weights is
+    a wrong answer, not a non-answer: it loses the formula's share)."""
     inputs = _float_inputs(probe)
     for i, (g, e) in enumerate(zip(got["outputs"], expected["outputs"])):
         if not isinstance(e, torch.Tensor) or not e.is_floating_point():
@@ -474,21 +477,32 @@ def _not_an_answer(probe, got, expected):
         for x in inputs:
             if x.shape == g.shape and x.dtype == g.dtype and torch.equal(g, x) and not torch.equal(e, x):
                 return f"{_name(probe, i)} is an input, handed back", None
+    unreached = []  # (why, likely mistake) of each weight the output does not depend on as the reference's does
+    weights = 0
     for kind in ("input_grads", "param_grads"):
         got_grads = got.get(kind)
         got_grads = got_grads if isinstance(got_grads, dict) else {}
         for key, e in (expected.get(kind) or {}).items():
             if not isinstance(e, torch.Tensor) or not e.any():
                 continue
-            g = got_grads.get(key)
-            what = f"input {key}" if kind == "input_grads" else key
-            detached = (f"no gradient reaches {what}: something detaches the computation (.detach(), .data, "
-                        ".item()), or the output does not use it")
-            if not isinstance(g, torch.Tensor) or g.shape != e.shape or not g.isfinite().all() or not g.any():
-                return f"the gradient of {what} is {'missing' if g is None else 'zero or not finite'}", detached
-            if _constant(g) and not _constant(e):
-                return f"the gradient of {what} is the same everywhere: the output does not use {what} as it should", \
-                    None
+            why = _unreached(kind, key, got_grads.get(key), e)
+            if why and (kind == "input_grads" or every_weight):
+                return why
+            weights += kind == "param_grads"
+            unreached += [why] if why else []
+    return unreached[0] if 2 * len(unreached) > weights else None
+
+
+def _unreached(kind, key, g, e):
+    """Why the gradient ``g`` of an input or weight shows the output does not depend on it as the reference's
+    (whose gradient is ``e``) does, or None."""
+    what = f"input {key}" if kind == "input_grads" else key
+    detached = (f"no gradient reaches {what}: something detaches the computation (.detach(), .data, .item()), or "
+                "the output does not use it")
+    if not isinstance(g, torch.Tensor) or g.shape != e.shape or not g.isfinite().all() or not g.any():
+        return f"the gradient of {what} is {'missing' if g is None else 'zero or not finite'}", detached
+    if _constant(g) and not _constant(e):
+        return f"the gradient of {what} is the same everywhere: the output does not use {what} as it should", None
     return None
 
 
