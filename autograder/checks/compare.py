@@ -40,6 +40,7 @@ class RequirementResult:
     passed: int = 0
     failures: list = field(default_factory=list)
     hints: list = field(default_factory=list)
+    judged_on_own: list = field(default_factory=list)  # how the probes passed against the student's own results read
 
     @property
     def met(self):
@@ -67,6 +68,7 @@ class Report:
     not_implemented: bool = False
     requirements: dict = field(default_factory=dict)  # key -> RequirementResult, in the lesson's order
     exact: bool = True  # every compared value was exact (bool, integer): no tolerance was used
+    numbers_only: bool = True  # no floating tensor was compared (only Python numbers, if not exact)
 
     @property
     def failing_requirements(self):
@@ -109,10 +111,14 @@ def _largest_difference(got, expected):
     return f"largest difference {float(diff.flatten()[flat]):.3g}{where}"
 
 
+# Python floats (a learning rate, a perplexity) are compared at this (rel_tol, abs_tol): they are float64.
+NUMBER_TOLERANCE = (1e-9, 1e-12)
+
+
 def _close(got, expected, tolerance):
     if not isinstance(got, torch.Tensor) or not isinstance(expected, torch.Tensor):
         if isinstance(expected, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
-            return math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12)
+            return math.isclose(got, expected, rel_tol=NUMBER_TOLERANCE[0], abs_tol=NUMBER_TOLERANCE[1])
         return type(got) is type(expected) and got == expected
     if got.shape != expected.shape or got.dtype != expected.dtype:
         return False
@@ -202,6 +208,10 @@ ERROR_HINTS = (
     ("the module's parameters don't match the reference's",  # the runner's, when a probe's weights don't load
      "the module built from the probe's arguments has other parameters than the given __init__ builds (the "
      "message lists them): keep the given __init__ as it is, its default arguments included"),
+    (".numpy() is not supported for tensor subclasses",
+     "x.numpy() reads the values into NumPy, which only a CPU tensor allows: on a GPU it raises too (this check runs "
+     "on PyTorch's meta device, standing in for a GPU); keep the computation in tensor operations (.item() and "
+     ".tolist() work on any device), and make any tensor built from the values with device=x.device"),
 )
 
 
@@ -218,8 +228,21 @@ def _raised_like(error, mistakes):
     return None
 
 
-def _meta_hint(probe):
-    return META_HINT if probe.get("device") == "meta" else None
+VALUES_READ_HINT = (
+    "your code reads tensor values into Python (.item()/.tolist()/a loop over values), which is fine: this check "
+    "runs on PyTorch's meta device, standing in for a GPU, and carries the values as a GPU does; but a tensor made "
+    "from them (torch.tensor(...), torch.zeros(...)) lands on the CPU unless given device=x.device, and mixing it "
+    "with the inputs raises, here as on a GPU: make it with device=x.device, or keep the computation in tensor "
+    "operations"
+)
+
+
+def _meta_hint(probe, got):
+    if probe.get("device") != "meta":
+        return None
+    read = got.get("values_read")
+    mixed = "found at least two devices" in str((got.get("error") or {}).get("message", ""))
+    return VALUES_READ_HINT if isinstance(read, int) and read > 0 and mixed else META_HINT
 
 
 def _name(probe, i):
@@ -263,11 +286,13 @@ def _compare_value(label, got, expected, tolerance):
     return f"{label}: wrong values ({_largest_difference(got, expected)}; rtol={rtol:g}, atol={atol:g})"
 
 
-def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), source=None):
+def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), source=None, judged_on_own=None):
     """(message, likely mistake) pairs saying how ``got`` falls short of ``expected`` (empty: it passed).
 
     ``mistakes`` are (hint, result) pairs: what known wrong answers return on this probe.
     ``source`` is the answer cell, which decides a probe with a "source_rule" (static.RULES).
+    A probe passed by judging it against the student's own results (see _own_judgement) adds to the list
+    ``judged_on_own`` how its twin reads ("in float32"; "gradients" for a gradient probe).
     Raises NotImplementedError when the student's code is still a stub.
     """
     where = f"[{probe['title']}]"
@@ -294,7 +319,7 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), 
         error = got["error"]
         trace = f"\n{error['traceback'].rstrip()}" if error.get("traceback") else ""
         # A ValueError where none is due is the student's own check firing too early: the probe's hint.
-        hint = (_raised_like(error, mistakes) or _error_hint(error) or _meta_hint(probe)
+        hint = (_raised_like(error, mistakes) or _error_hint(error) or _meta_hint(probe, got)
                 or (probe.get("hint") if error["type"] == "ValueError" else None) or probe.get("fallback_hint"))
         return [(f"{where} raised {error['type']}: {error['message']}{trace}", hint)]
 
@@ -326,12 +351,21 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), 
             )
         if problem:
             failures.append(problem)
+    own = None  # the problems found judging against the student's own results, where that is how it is judged
     if failures:
-        hint = _diagnose(exercise, probe, got, expected, mistakes, tolerance)
-        return [(f"{where} " + "; ".join(failures), hint)]
+        own = _own_judgement(probe, got, expected, tolerance)
+        if own is None:
+            hint = _diagnose(exercise, probe, got, expected, mistakes, tolerance)
+            return [(f"{where} " + "; ".join(failures), hint)]
+        if own:
+            hint = _diagnose(exercise, probe, got, expected, mistakes, tolerance)
+            return [(f"{where} {problem}", hint or advice) for problem, advice in own]
+        failures = []  # passed, judged against their own results
+        if judged_on_own is not None:
+            judged_on_own.append((probe.get("plain") or {}).get("plain_as") or "gradients")
 
     detached = None  # the likely mistake when a gradient is missing
-    for kind in ("input_grads", "param_grads"):
+    for kind in ("input_grads", "param_grads") if own is None else ():  # judged on its own: reach, not values
         for key, e in expected.get(kind, {}).items():
             g = got.get(kind, {}).get(key)
             label = f"the gradient of {'input ' + str(key) if kind == 'input_grads' else key}"
@@ -354,6 +388,143 @@ def compare(exercise, probe, got, expected, mistakes=(), tolerance=Tolerance(), 
             hint = property_checks.FIXTURE_HINTS["training"]
             results.append((f"{where} {hint}", hint))
     return results
+
+
+# ----------------------------------------------------------------------------- judged against their own code
+# A requirement about a property of the student's own code (the dtype it follows, the device, dropout's mode,
+# its gradients) is judged against the reference's values where the student's formula is right, and against
+# their own results where it is wrong, so that a wrong formula costs the formula's share, not these too: the
+# output in float64 must equal their own in float32 (a probe's "plain" twin, probes.with_plain_twin), and
+# gradients must reach every input and weight that the reference's reach. Only results that show an answer
+# are judged so (_not_an_answer): a stub's zeros, the input handed back, a random or constant tensor, or a
+# weight mixed in with a zero factor, are judged against the reference as before.
+def _ok_result(result):
+    return isinstance(result, dict) and result.get("ok") is True and isinstance(result.get("outputs"), list)
+
+
+def _same_forms(got, expected):
+    """Every output of the form (shape, dtype, device) the reference's has, and every other value equal:
+    only values differ."""
+    devices_got, devices_expected = got.get("devices"), expected.get("devices")
+    if len(got["outputs"]) != len(expected["outputs"]) or devices_got != devices_expected:
+        return False
+    return all(_same_form(g, e) if isinstance(e, torch.Tensor) else _close(g, e, Tolerance())
+               for g, e in zip(got["outputs"], expected["outputs"]))
+
+
+def _own_judgement(probe, got, expected, tolerance):
+    """The (problem, likely mistake) pairs of a probe judged against the student's own results (empty: it
+    passes so), or None where it is judged against the reference's: their formula is right on these inputs
+    (the reference's comparison is the stricter), the form of an output differs, or their results show no
+    answer."""
+    requirement = probe.get("requirement") or ""
+    if not _same_forms(got, expected):
+        return None
+    if probe.get("plain") is not None:
+        return _against_plain_twin(probe, got, expected, tolerance)
+    if probe.get("grad_outputs") is not None and "gradient" in requirement:
+        refused = _not_an_answer(probe, got, expected)
+        if refused is None:
+            return []
+        return [refused] if refused[1] else None  # a gradient missing fails it by name
+    return None
+
+
+def _against_plain_twin(probe, got, expected, tolerance):
+    plain, expected_plain = got.get("plain"), expected.get("plain")
+    if not _ok_result(plain) or not _ok_result(expected_plain) or not _same_forms(plain, expected_plain):
+        return None
+    if _matches(plain["outputs"], expected_plain["outputs"], tolerance):
+        return None  # their formula is right here: the requirement is judged against the reference
+    if not _depends_on_something(expected_plain) or _not_an_answer(probe["plain"], plain, expected_plain,
+                                                                   every_weight=False) is not None:
+        return None
+    how = probe["plain"].get("plain_as", "in the plain case")
+    # Their own results in float32 stand for those in float64: compared at float32's tolerance.
+    loose = Tolerance(tolerance.float32, tolerance.float32)
+    problems = []
+    for i, (g, own, e) in enumerate(zip(got["outputs"], plain["outputs"], expected["outputs"])):
+        if isinstance(e, torch.Tensor) and isinstance(own, torch.Tensor) and own.shape == e.shape:
+            own = own.to(e.dtype)
+        problem = _compare_value(_name(probe, i), g, own, loose)
+        if problem and _same_form(g, own) and not (g.is_floating_point() and g.isnan().any()):
+            difference = _largest_difference(g, own) if g.is_floating_point() else "other entries"
+            problem = (f"{_name(probe, i)} differs from what your code returns for the same inputs {how} "
+                       f"({difference}): judged against your own results, since your values differ from the "
+                       "reference's there")
+        if problem:
+            problems.append((problem, None))
+    return problems
+
+
+def _depends_on_something(expected):
+    """Whether the reference's output has a gradient with respect to an input or a weight: where it has none (a
+    table made from sizes alone), nothing shows that an output is an answer rather than any tensor of its form."""
+    grads = [*(expected.get("input_grads") or {}).values(), *(expected.get("param_grads") or {}).values()]
+    return any(isinstance(g, torch.Tensor) and bool(g.any()) for g in grads)
+
+
+def _constant(t):
+    return t.numel() > 1 and bool((t == t.flatten()[0]).all())
+
+
+def _float_inputs(probe):
+    """The probe's floating tensors given as arguments (in lists too)."""
+    found, stack = [], [*probe.get("args", ()), *probe.get("kwargs", {}).values()]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return found
+
+
+def _not_an_answer(probe, got, expected, every_weight=True):
+    """(why, likely mistake) when the student's results show no answer to judge against itself, else None:
+    an output is constant or an input handed back where the reference's is neither, or an input that the
+    reference's output depends on (a gradient with a value other than zero) gets no gradient, a zero one, or
+    one that is the same everywhere where the reference's is not (a weight summed in); so does every weight,
+    or, without ``every_weight``, at least half of them (a formula that leaves out one sublayer's weights is
+    a wrong answer, not a non-answer: it loses the formula's share)."""
+    inputs = _float_inputs(probe)
+    for i, (g, e) in enumerate(zip(got["outputs"], expected["outputs"])):
+        if not isinstance(e, torch.Tensor) or not e.is_floating_point():
+            continue
+        if not g.isfinite().all() and e.isfinite().all():
+            return f"{_name(probe, i)} is not finite", None
+        if _constant(g) and not _constant(e):
+            return f"{_name(probe, i)} is the same everywhere", None
+        for x in inputs:
+            if x.shape == g.shape and x.dtype == g.dtype and torch.equal(g, x) and not torch.equal(e, x):
+                return f"{_name(probe, i)} is an input, handed back", None
+    unreached = []  # (why, likely mistake) of each weight the output does not depend on as the reference's does
+    weights = 0
+    for kind in ("input_grads", "param_grads"):
+        got_grads = got.get(kind)
+        got_grads = got_grads if isinstance(got_grads, dict) else {}
+        for key, e in (expected.get(kind) or {}).items():
+            if not isinstance(e, torch.Tensor) or not e.any():
+                continue
+            why = _unreached(kind, key, got_grads.get(key), e)
+            if why and (kind == "input_grads" or every_weight):
+                return why
+            weights += kind == "param_grads"
+            unreached += [why] if why else []
+    return unreached[0] if 2 * len(unreached) > weights else None
+
+
+def _unreached(kind, key, g, e):
+    """Why the gradient ``g`` of an input or weight shows the output does not depend on it as the reference's
+    (whose gradient is ``e``) does, or None."""
+    what = f"input {key}" if kind == "input_grads" else key
+    detached = (f"no gradient reaches {what}: something detaches the computation (.detach(), .data, .item()), or "
+                "the output does not use it")
+    if not isinstance(g, torch.Tensor) or g.shape != e.shape or not g.isfinite().all() or not g.any():
+        return f"the gradient of {what} is {'missing' if g is None else 'zero or not finite'}", detached
+    if _constant(g) and not _constant(e):
+        return f"the gradient of {what} is the same everywhere: the output does not use {what} as it should", None
+    return None
 
 
 def _wanted(probe, key):
@@ -452,14 +623,17 @@ def check_probes(exercise, probes, got_results, expected_results, mistakes_for=N
     for i, (probe, got, expected) in enumerate(zip(probes, got_results, expected_results)):
         mistakes = _Lazy(mistakes_for, i) if mistakes_for else ()
         try:
-            failures = compare(exercise, probe, got, expected, mistakes, tolerance, source)
+            own = []
+            failures = compare(exercise, probe, got, expected, mistakes, tolerance, source, own)
         except NotImplementedError:
             report.not_implemented = True
             failures = [(f"{exercise} is not implemented yet", None)]
         if not failures and probe.get("relation"):
             failures = compare_relation(exercise, probe, got, by_id.get(probe["relation"]["base"], {}))
-        if expected.get("ok") and any(isinstance(o, torch.Tensor) and o.is_floating_point() or isinstance(o, float)
-                                      for o in expected.get("outputs", [])):
+        outputs = expected.get("outputs", []) if expected.get("ok") else []
+        if any(isinstance(o, torch.Tensor) and o.is_floating_point() for o in outputs):
+            report.exact = report.numbers_only = False
+        elif any(isinstance(o, float) for o in outputs):
             report.exact = False
         requirement = report.requirements.get(probe.get("requirement", WHOLE_EXERCISE[0]))
         if requirement is None:  # a probe naming no listed requirement: its own line, so it still counts
@@ -472,5 +646,7 @@ def check_probes(exercise, probes, got_results, expected_results, mistakes_for=N
                 tally.hints.extend(hint for _, hint in failures)
             else:
                 tally.passed += 1
+        if not failures:
+            requirement.judged_on_own.extend(own)
     report.requirements = {k: r for k, r in report.requirements.items() if r.total}
     return report

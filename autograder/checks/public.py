@@ -15,7 +15,7 @@ from importlib import resources
 import torch
 
 from ..curriculum import EXERCISES, lesson_of
-from .compare import CheckFailed, Report, RequirementResult, Tolerance, check_probes
+from .compare import NUMBER_TOLERANCE, CheckFailed, Report, RequirementResult, Tolerance, check_probes
 from .forbidden import forbidden_message, forbidden_uses, source_of
 from .runner import run_probes
 from .static import cell_source_of
@@ -48,7 +48,11 @@ def summarize(report, kind, tolerance, notes=()):
 def passing_text(report, kind, tolerance):
     """One line for a report that passed: how many checks, how many requirements, at what tolerance."""
     rtol, atol = tolerance.float32
-    how = "exact comparison" if report.exact else f"float32 compared at rtol={rtol:g}, atol={atol:g}"
+    how = f"float32 compared at rtol={rtol:g}, atol={atol:g}"
+    if report.exact:
+        how = "exact comparison"
+    elif report.numbers_only:
+        how = f"Python floats compared at rel_tol={NUMBER_TOLERANCE[0]:g}, abs_tol={NUMBER_TOLERANCE[1]:g}"
     met = len(report.requirements)
     what = f", meeting its {met} requirements" if met > 1 else ""
     return f"✓ {report.exercise} passes all {report.total} {kind} checks{what} ({how})."
@@ -84,15 +88,17 @@ def failure_text(report, kind, shown=2, points=None):
     if likely:
         lines.append(f"Likely mistake: {_sentence(likely)}")
     first = True
+    total = sum(r.weight for r in requirements)
     for requirement in requirements:
+        share = f"({requirement.weight:g} of {total:g} shares)"
         if requirement.met:
-            lines.append(f"✓ {requirement.text}")
+            lines.append(f"✓ {requirement.text} {share[:-1]}{_judged_on_own(requirement)})")
             continue
         own = requirement.likely_mistake
         if own and own == likely and not first:  # the mistake already named, showing again: no repeat
-            lines.append(f"✗ {requirement.text} (the same mistake)")
+            lines.append(f"✗ {requirement.text} {share}: the likely mistake above fails these checks too")
             continue
-        lines.append(f"✗ {requirement.text}")
+        lines.append(f"✗ {requirement.text} {share}")
         first = False
         if own and own != likely:
             lines.append(f"    Likely mistake: {_sentence(own)}")
@@ -100,6 +106,17 @@ def failure_text(report, kind, shown=2, points=None):
         if len(requirement.failures) > shown:
             lines.append(f"    … and {len(requirement.failures) - shown} more.")
     return "\n".join(lines)
+
+
+def _judged_on_own(requirement):
+    """What a met requirement was judged against where the student's formula differs from the reference's."""
+    ways = sorted(set(requirement.judged_on_own))
+    if not ways:
+        return ""
+    against = [f"your own results {way}" for way in ways if way != "gradients"]
+    if "gradients" in ways:
+        against.append("the inputs and weights your gradients reach")
+    return f"; judged against {' and '.join(against)}, since your values differ from the reference's"
 
 
 def forbidden_report(name, obj):

@@ -18,6 +18,9 @@ A probe is a plain dict:
                      where every dropped value is zero, to see where dropout is applied
     requirement      the requirement of the exercise the probe tries (checks, not the run, read it)
     noncontiguous    make every floating input of 2+ dims non-contiguous
+    plain            a twin probe (the same call in float32, on the CPU, or without dropout): the run
+                     runs it as well and returns its result as "plain" (checks judge a requirement
+                     about the dtype, device or mode against it where the student's formula is wrong)
     grad_outputs     None, or one tensor (or None) per output: the run back-propagates
                      sum(output * grad_output) and returns the gradients
     expect_error     the name of the exception the call should raise, or None
@@ -48,6 +51,7 @@ import traceback
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
@@ -406,6 +410,11 @@ def _counting(result):
         result["op_count"] = {"operations": operations.count, "lines": lines}
 
 
+# How often the code under a meta probe read a tensor's values into Python (.item(), .tolist(), bool(x)): the
+# run returns it as "values_read", to word the diagnosis of a meta probe that fails (never to decide one).
+VALUES_READ = [0]
+
+
 class MetaWithValues(torch.Tensor):
     """A tensor that says it is on the meta device (``x.device``, ``x.is_meta``) and carries real CPU values.
 
@@ -432,11 +441,13 @@ class MetaWithValues(torch.Tensor):
         return f"MetaWithValues({self.value!r})"
 
     def tolist(self):  # as a CUDA tensor's: the values, read back
+        VALUES_READ[0] += 1
         return self.value.tolist()
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        VALUES_READ[0] += func is torch.ops.aten._local_scalar_dense.default  # .item(), float(x), if x: ...
         target = kwargs.get("device")
         if target is not None and torch.device(target).type != "meta":  # .cpu(), .to("cpu"): off the meta device
             return func(*tree_map(_carried, args), **kwargs)
@@ -475,6 +486,30 @@ class _MetaFactories(TorchDispatchMode):
         if not on_meta or any(isinstance(t, MetaWithValues) for t in tree_leaves((args, kwargs))):
             return func(*args, **kwargs)
         return tree_map(_wrapped, func(*args, **dict(kwargs, device=torch.device("cpu"))))
+
+
+class _MetaFromData(TorchFunctionMode):
+    """While a probe on the meta device runs: a tensor made from Python data on the meta device
+    (torch.tensor(rows, device=x.device), x.new_tensor(values), torch.as_tensor(...)) holds those values, as
+    on a GPU. PyTorch builds such a tensor below the dispatch modes, where no values could be carried."""
+
+    FROM_DATA = (torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func not in self.FROM_DATA:
+            return func(*args, **kwargs)
+        device = kwargs.get("device")
+        if device is None and func is torch.Tensor.new_tensor and args and isinstance(args[0], torch.Tensor):
+            device = args[0].device
+        if device is None or torch.device(device).type != "meta":
+            return func(*args, **kwargs)
+        if func is torch.Tensor.new_tensor:  # the data's dtype is the tensor's unless given
+            kwargs = {"dtype": args[0].dtype, **kwargs}
+            func, args = torch.tensor, args[1:]
+        with torch._C.DisableTorchFunction():
+            made = func(*tree_map(_carried, args), **dict(kwargs, device=torch.device("cpu")))
+        return MetaWithValues(made)
 
 
 def meta_with_values(value, memo=None):
@@ -564,15 +599,21 @@ def _watched(probe, result):
             stack.enter_context(_counting(result))
         if probe.get("device") == "meta":
             stack.enter_context(_MetaFactories())
+            stack.enter_context(_MetaFromData())
         if probe.get("memory_budget"):
             stack.enter_context(_within_budget(probe["memory_budget"]))
         yield
 
 
-def run_probe(obj, probe):
-    """Call ``obj`` as the probe says; return {"ok", "outputs", "devices", "grads", "error", ...}."""
+def run_probe(obj, probe, twins=True):
+    """Call ``obj`` as the probe says; return {"ok", "outputs", "devices", "grads", "error", ...}.
+
+    With ``twins``, a probe's "plain" twin runs too, its result under "plain" (the known mistakes, which
+    only word a diagnosis, run without)."""
     result = {"ok": False, "outputs": [], "devices": [], "input_grads": {}, "param_grads": {}, "fixtures": []}
     fixtures = []
+    if probe.get("device") == "meta":
+        VALUES_READ[0] = 0
     try:
         target = _build(obj, probe)
         args = _materialize(list(probe.get("args", ())), probe, fixtures)
@@ -611,12 +652,16 @@ def run_probe(obj, probe):
         result["ok"] = True
         if probe.get("device") == "meta":
             result["cpu_outputs"] = _cpu_twin(obj, probe)
+        if twins and probe.get("plain"):
+            result["plain"] = run_probe(obj, probe["plain"])
     except NotImplementedError as exc:
         result["error"] = _describe(exc)
         result["error"]["type"] = "NotImplementedError"
         result["error"]["stub"] = _is_stub(exc)
     except (Exception, SystemExit) as exc:  # student code can raise anything; report it, never crash
         result["error"] = _describe(exc)
+        if probe.get("device") == "meta":
+            result["values_read"] = VALUES_READ[0]
     return result
 
 

@@ -7,12 +7,20 @@ For each exercise: how many catalogued bugs the public and the hidden checks cat
 of them the first failing message names (the bug's ``names`` phrase is in the reported likely
 mistake; target ≥ 95 %); and on how many of those the public check catches, the student's
 check gives the same score as the grade ("the public check predicts the grade").
+
+Then what one mistake costs: the share of its exercise's points each bug loses in the grade
+(1 - score / points), its median over all bugs, per lesson, and over the bugs that break one
+stated requirement (target ≤ 0.5 there). A bug breaks one stated requirement when one of the
+exercise's behavioural requirements fails, whatever secondary ones (dtype, device, gradients,
+dropout: ``SECONDARY``) fail with it, or, failing none of those, when one secondary one fails:
+a secondary requirement that fails next to a behavioural one is the same mistake seen again.
 """
 
 import argparse
 import contextlib
 import io
-from collections import Counter
+import statistics
+from collections import Counter, defaultdict
 
 from autograder.checks.hidden import hidden_report
 from autograder.checks.public import public_report
@@ -28,6 +36,48 @@ def outcome(bug, prelude):
         return public_report(bug.exercise, load(bug, prelude)), hidden_report(bug.exercise, load(bug, prelude))
 
 
+# What a requirement key names when the requirement is about a property of any answer's code (the dtype
+# it follows, the device, its gradients, its mode) rather than the exercise's own behaviour.
+SECONDARY = ("dtype", "device", "gradient", "dropout")
+
+
+def secondary(key):
+    return any(word in key for word in SECONDARY)
+
+
+def breaks_one_requirement(report):
+    """Whether a failing report fails one behavioural requirement (secondary ones beside it aside), or
+    else exactly one secondary one."""
+    failing = [r.key for r in report.failing_requirements]
+    behavioural = [key for key in failing if not secondary(key)]
+    return len(behavioural or failing) == 1
+
+
+def cost(report, points):
+    """The share of the exercise's points the report loses."""
+    return 1 - report.score(points) / points
+
+
+def cost_lines(costs):
+    """The median share one mistake costs, over all bugs, per lesson, and over those that break one
+    requirement; ``costs`` holds (lesson, one requirement or not, share) per bug."""
+    def median(shares):
+        return f"{statistics.median(shares):.2f} (mean {statistics.mean(shares):.2f}, {len(shares)} bugs)" \
+            if shares else "no bugs"
+
+    by_lesson = defaultdict(list)
+    for lesson, _, share in costs:
+        by_lesson[lesson].append(share)
+    one = [share for _, single, share in costs if single]
+    lines = ["share of its exercise's points one mistake costs in the grade (1 - score / points):",
+             f"  all bugs: median {median([share for _, _, share in costs])}",
+             f"  bugs that break one stated requirement: median {median(one)} (target ≤ 0.50)"]
+    for lesson in sorted(by_lesson):
+        single = [share for name, s, share in costs if name == lesson and s]
+        lines.append(f"  lesson {lesson}: median {median(by_lesson[lesson])}; one requirement: {median(single)}")
+    return lines
+
+
 def named(bug, report):
     likely = report.likely_mistake or ""
     return bool(bug.names) and bug.names in likely
@@ -36,9 +86,12 @@ def named(bug, report):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tests.bug_catalog", description=__doc__.split("\n\n")[0])
     parser.add_argument("lessons", nargs="*", help="only these lessons, by number (09) or name (default: all)")
-    chosen = {lesson.name for lesson in select_lessons(parser.parse_args(argv).lessons)}
+    parser.add_argument("--each", action="store_true",
+                        help="also list every bug's cost and the requirements it fails")
+    args = parser.parse_args(argv)
+    chosen = {lesson.name for lesson in select_lessons(args.lessons)}
     counts = {key: Counter() for key in ("bugs", "public", "hidden", "named", "visible", "same score")}
-    unnamed, disagreeing = [], []
+    unnamed, disagreeing, costs, each = [], [], [], []
     for prelude, bug in all_bugs():
         if lesson_of(bug.exercise).name not in chosen:
             continue
@@ -50,6 +103,10 @@ def main(argv=None):
         counts["public"][name] += not public.ok
         counts["hidden"][name] += not hidden.ok
         counts["named"][name] += named(bug, hidden)
+        costs.append((lesson_of(name).name, breaks_one_requirement(hidden), cost(hidden, points)))
+        each.append(f"{bug.id}: costs {cost(hidden, points):.2f}, "
+                        f"{'one requirement' if breaks_one_requirement(hidden) else 'several'}, fails "
+                        f"{[r.key for r in hidden.failing_requirements]}")
         if not named(bug, hidden):
             unnamed.append(bug.id)
         if not public.ok:
@@ -71,7 +128,10 @@ def main(argv=None):
     print(f"\nnamed by the first failing message: {totals['named']} of {totals['bugs']} ({100 * share:.1f} %; target ≥ 95 %)")
     print(f"check and grade give the same score: {totals['same score']} of the {totals['visible']} bugs "
           f"the public checks catch")
-    for title, items in (("not named", unnamed), ("check and grade disagree", disagreeing)):
+    print()
+    print("\n".join(cost_lines(costs)))
+    for title, items in (("not named", unnamed), ("check and grade disagree", disagreeing),
+                         ("what each bug costs", each if args.each else [])):
         if items:
             print(f"\n{title}:")
             print("\n".join(f"  {item}" for item in items))

@@ -83,7 +83,7 @@ def report_for(name, probes, got_results, source=None):
     def mistakes_for(i):
         key = (*_key(name, probes), i)
         if key not in _MISTAKEN:
-            _MISTAKEN[key] = [(hint, run_probe(wrong, copy.deepcopy(probes[i]))) for hint, wrong in spec.mistakes]
+            _MISTAKEN[key] = [(hint, run_probe(wrong, copy.deepcopy(probes[i]), twins=False)) for hint, wrong in spec.mistakes]
         return _MISTAKEN[key]
 
     return check_probes(name, probes, got_results, expected, mistakes_for, spec.tolerance, spec.requirement_table(),

@@ -41,7 +41,7 @@ def _public_data(lesson_name):
         data[exercise.name] = {
             "probes": probes,
             "expected": run_probes(spec.reference, probes),
-            "mistakes": [[(hint, run_probe(wrong, p)) for hint, wrong in spec.mistakes] for p in probes],
+            "mistakes": [[(hint, run_probe(wrong, p, twins=False)) for hint, wrong in spec.mistakes] for p in probes],
             "tolerance": [list(spec.tolerance.float32), list(spec.tolerance.float64)],
             "requirements": spec.requirement_table(),
         }

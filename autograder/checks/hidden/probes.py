@@ -73,6 +73,81 @@ def on_device(probe, device):
     return dict(probe, id=f"{probe['id']}/{device}", title=f"{probe['title']}, on {device}", device=device)
 
 
+# ----------------------------------------------------------------------------- plain twins
+# A requirement about a property of the student's own code (the dtype it follows, the device, dropout's
+# mode) is judged against the student's own results where their core formula is wrong: a probe of such a
+# requirement carries its "plain" twin, the same call with only what the requirement is about undone
+# (float32 for float64, the CPU for another device, dropout=0 for eval-mode dropout), which the runner
+# runs too, with gradients so that the grader sees what the output depends on (compare.py judges it).
+# Which aspect a requirement is about is read in its key: "dtype-device" is about both.
+_TWIN_ASPECTS = ("dtype", "device", "dropout")
+# Keys of a probe that its twin does without: a twin checks values, never a cost, a rule or a relation.
+_NOT_TWINNED = ("relation", "count_ops", "op_limit", "memory_budget", "source_rule", "plain", "grad_outputs",
+                "expect_error", "hint", "fallback_hint")
+
+
+def _float32(value):
+    """``value`` with every float64 tensor in it (in lists, tuples and dicts too) made float32."""
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.dtype == torch.float64 else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_float32(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _float32(v) for k, v in value.items()}
+    return value
+
+
+def _has_float64(value):
+    if isinstance(value, torch.Tensor):
+        return value.dtype == torch.float64
+    if isinstance(value, (list, tuple)):
+        return any(_has_float64(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_float64(v) for v in value.values())
+    return False
+
+
+def _plain_overrides(probe):
+    """What undoes the probe's secondary aspect, and how its twin reads ("in float32"); None when nothing
+    does (the probe is a plain one, or its requirement is about its behaviour)."""
+    key = probe.get("requirement") or ""
+    if probe.get("source_rule") or probe.get("op_limit") or probe.get("expect_error"):
+        return None
+    construct = probe.get("construct") or {}
+    dtype_aspect = "dtype" in key and (probe.get("dtype") == "float64" or probe.get("default_dtype") == "float64"
+                                       or _has_float64([probe.get("args"), probe.get("kwargs"), construct]))
+    if dtype_aspect:
+        overrides = {"dtype": "float32", "args": _float32(probe.get("args", [])), "kwargs": _float32(probe.get("kwargs", {}))}
+        if construct:
+            overrides["construct"] = _float32(construct)
+        if probe.get("default_dtype"):
+            overrides["default_dtype"] = None
+        return overrides, "in float32"
+    device = probe.get("device")
+    if "device" in key and device not in (None, "cpu", "meta"):  # the meta device has its CPU twin already
+        return {"device": "cpu"}, "on the CPU"
+    kwargs = construct.get("kwargs") or {}
+    if "dropout" in key and not probe.get("training") and kwargs.get("dropout"):
+        return {"construct": dict(construct, kwargs=dict(kwargs, dropout=0.0))}, "with dropout=0"
+    return None
+
+
+def with_plain_twin(probe, reference, seed=7):
+    """The probe, carrying its plain twin (see above) when its requirement is about its dtype, device or
+    mode; the twin back-propagates a seeded gradient, so that the grader sees which inputs and weights the
+    output depends on."""
+    found = _plain_overrides(probe)
+    if found is None:
+        return probe
+    overrides, how = found
+    twin = {k: v for k, v in probe.items() if k not in _NOT_TWINNED}
+    twin.update(overrides, id=f"{probe['id']}/plain", title=f"{probe['title']}, {how}", plain_as=how)
+    if run_probe(reference, twin)["ok"]:
+        twin = with_gradients(twin, reference, seed)
+        twin.update(id=f"{probe['id']}/plain", title=f"{probe['title']}, {how}")
+    return dict(probe, plain=twin)
+
+
 @dataclass(frozen=True)
 class Requirement:
     """One rule the lesson's text states for an exercise, worth ``weight`` shares of its points.
@@ -109,6 +184,15 @@ class ExerciseChecks:
     mistakes: list = field(default_factory=list)
     tolerance: Tolerance = Tolerance()
     requirements: tuple = ()
+
+    def __post_init__(self):
+        # Every probe of a requirement about a secondary aspect carries its plain twin, whatever lesson built it.
+        public, hidden = self.public_probes, self.hidden_probes
+        self.public_probes = lambda: self._twinned(public())
+        self.hidden_probes = lambda *args, **kwargs: self._twinned(hidden(*args, **kwargs))
+
+    def _twinned(self, probes):
+        return [with_plain_twin(probe, self.reference) for probe in probes]
 
     def requirement_table(self):
         """The requirements as plain data [(key, text, weight)], stored with the public checks."""
