@@ -163,6 +163,8 @@ def _diagnose(exercise, probe, got, expected, mistakes, tolerance):
                     "follow the inputs' dtype (dtype=x.dtype, or *_like)")
     if meta:  # the values differ from what the same code gives on the CPU
         return META_HINT
+    if _float32_precision(got["outputs"], expected["outputs"]):
+        return FLOAT32_PRECISION_HINT
     for check in property_checks.PROPERTIES.get(exercise, ()):
         hint = check(probe, got["outputs"])
         if hint:
@@ -176,6 +178,20 @@ META_HINT = (
     "shows up without a GPU: create every new tensor on the inputs' device (device=x.device, or x.new_*/"
     "torch.*_like), and compute the same values there as anywhere"
 )
+
+
+FLOAT32_PRECISION_HINT = (
+    "the float64 result is right only to float32's precision (it would pass as float32): a step computes in float32 "
+    "(a torch.tensor(...) or a constant made without dtype=, .float(), a softmax with dtype=torch.float32): make "
+    "every tensor in the inputs' dtype (dtype=x.dtype), or use Python numbers (math.sqrt) for constants")
+
+
+def _float32_precision(got_outputs, expected_outputs):
+    """Float64 values that miss float64's tolerance but meet float32's: a dtype lost on the way, not a formula."""
+    pairs = [(g, e) for g, e in zip(got_outputs, expected_outputs)
+             if isinstance(e, torch.Tensor) and e.dtype == torch.float64]
+    as_float32 = Tolerance(float64=Tolerance().float32)
+    return bool(pairs) and all(_same_form(g, e) and _close(g, e, as_float32) for g, e in pairs)
 
 
 # Errors whose message names the mistake, whatever the exercise: (a part of the message, the likely mistake).
