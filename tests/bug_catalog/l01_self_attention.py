@@ -263,3 +263,35 @@ class SelfAttention(nn.Module):
         return self.out_proj(out), weights
 ''', names='or by sqrt(d_k) twice'),
 ]
+
+_SA_INIT = '''
+class SelfAttention(nn.Module):
+    def __init__(self, d_model):
+        super().__init__()
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+'''
+
+# Written after the kinds above were measured, as a hold-out (issue 20): named by the kinds at
+# first try or not, then given the instance or kind that names them.
+BUGS += [
+    Bug("scaled_dot_product_attention", "scales by the number of queries", '''
+def scaled_dot_product_attention(query, key, value, attn_mask=None):
+    L = query.size(-2)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(L)
+    if attn_mask is not None:
+        scores = scores.masked_fill(attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    return scores.softmax(dim=-1) @ value, scores.softmax(dim=-1)
+''', names='the number of queries (L)'),
+    Bug("SelfAttention", "its own attention with the mask read as 'keep'", _SA_INIT + '''
+    def forward(self, x, attn_mask=None):
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        if attn_mask is not None:
+            scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+        weights = scores.softmax(-1)
+        return self.out_proj(weights @ v), weights
+''', names='wrong way round'),
+]

@@ -407,7 +407,7 @@ BUGS += [
     def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
         memory = self.encode(src, src_key_padding_mask)
         return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, tgt_key_padding_mask))
-''', names="target's padding mask as the memory's"),
+''', names="target's padding mask where the source's belongs"),
     Bug("Transformer", "encodes the source with the target embedding", _INIT + '''
     def encode(self, src, src_key_padding_mask=None):
         x = self.pos_enc(self.tgt_embed(src))
@@ -421,4 +421,14 @@ def noam_lr(step, d_model, warmup):
 ''', names='warmup**1.5 where'),
     Bug("greedy_decode", "stops when every token so far is eos", _greedy(
         ("            if finished.all():\n", "            if (ys == eos_id).all():\n")), names="doesn't stop"),
+]
+
+# Written after the kinds above were measured, as a hold-out (issue 20): named by the kinds at
+# first try or not, then given the instance or kind that names them.
+BUGS += [
+    Bug("Transformer", "encodes with the target's padding mask", _INIT + _ENCODE + _DECODE + '''
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        memory = self.encode(src, tgt_key_padding_mask)
+        return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask))
+''', names="target's padding mask where the source's belongs"),
 ]

@@ -117,6 +117,9 @@ class _SelfAttentionMistake(SelfAttention):
         if self.variant == "swapped_qk":
             out, weights = scaled_dot_product_attention(k, q, v, attn_mask)
             return self.out_proj(out), weights
+        if self.variant == "mask_inverted":
+            out, weights = _inverted_mask(q, k, v, attn_mask)
+            return self.out_proj(out), weights
         if self.variant == "mask_dropped":
             out, weights = scaled_dot_product_attention(q, k, v)
             return self.out_proj(out), weights
@@ -139,6 +142,8 @@ SELF_ATTENTION_MISTAKES = [
     ("queries and keys are swapped: the queries are self.q_proj(x), the keys self.k_proj(x)",
      _self_attention_mistake("swapped_qk")),
     ("attn_mask is not passed on to scaled_dot_product_attention", _self_attention_mistake("mask_dropped")),
+    ("the mask works the wrong way round: True means BLOCKED, so fill with -inf where the mask is True (not ~mask)",
+     _self_attention_mistake("mask_inverted")),
     ("the scores are not scaled by 1/sqrt(d_model)", _self_attention_mistake("unscaled")),
     ("the scores are scaled by the number of tokens, 1/sqrt(T); the scale is 1/sqrt(d_k), the size of the "
      "queries' last axis", _self_attention_mistake("scaled_by_tokens")),

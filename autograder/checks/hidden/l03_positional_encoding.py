@@ -116,6 +116,8 @@ class _PositionalEncodingMistake(PositionalEncoding):
             return self.pe[:T]  # (T, C)
         if self.variant == "no_dropout":
             return x + self.pe[:T]  # (B, T, C)
+        if self.variant == "dropout_on_table":
+            return x + self.dropout(self.pe[:T])  # (B, T, C)
         if self.variant == "dropout_first":
             return self.dropout(x) + self.pe[:T]  # (B, T, C)
         raise AssertionError(self.variant)
@@ -137,6 +139,8 @@ POSITIONAL_ENCODING_MISTAKES = [
      "does nothing)", _positional_encoding_mistake("no_dropout")),
     ("dropout is applied to x before the encoding is added; as in the paper and PyTorch, drop out the sum: "
      "self.dropout(x + self.pe[:T])", _positional_encoding_mistake("dropout_first")),
+    ("dropout is applied to the table before it is added; as in the paper and PyTorch, drop out the sum: "
+     "self.dropout(x + self.pe[:T])", _positional_encoding_mistake("dropout_on_table")),
 ]
 TOO_LONG_HINT = ("a sequence longer than max_len must raise ValueError, and one of exactly max_len tokens must not: "
                  "compare T = x.size(1) with max_len before adding (if T > max_len: raise ValueError(...))")

@@ -148,7 +148,7 @@ class _EncoderLayerMistake(EncoderLayer):
             return norm2(self.dropout(x1 + feed(x1)))
         attended = attend(x)
         x1 = norm1(x + attended if keep_attention else attended)
-        fed = feed(x if v == "ff_gets_layer_input" else x1)
+        fed = feed({"ff_gets_layer_input": x, "ff_gets_attention_output": attended}.get(v, x1))
         if v == "ff_residual_of_attention":
             return norm2(attended + fed)
         return norm2(x1 + fed if keep_ff else fed)
@@ -185,6 +185,9 @@ ENCODER_LAYER_MISTAKES = [
      "sum: norm(x + sublayer(x))", _variant(_EncoderLayerMistake, "norm_sublayer_only")),
     ("the feed-forward sublayer's residual adds back the attention's output; a residual adds back the sublayer's "
      "own input, the x it was given: x = norm2(x + ff(x))", _variant(_EncoderLayerMistake, "ff_residual_of_attention")),
+    ("the feed-forward sublayer gets the attention's output alone; it gets x after the attention sublayer's residual "
+     "and norm: x = norm1(x + attention(x)), then norm2(x + ff(x))", _variant(_EncoderLayerMistake,
+                                                                         "ff_gets_attention_output")),
     ("the feed-forward sublayer gets the layer's input; it should get the output of the attention sublayer "
      "(after its residual, and its norm in post-norm)", _variant(_EncoderLayerMistake, "ff_gets_layer_input")),
     ("norm1 is used for both sublayers: the feed-forward sublayer has its own LayerNorm, norm2",

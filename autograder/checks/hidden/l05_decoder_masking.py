@@ -294,6 +294,8 @@ class _DecoderMistake(Decoder):
             memory_key_padding_mask = None
         if v == "padding_masks_swapped":
             tgt_key_padding_mask, memory_key_padding_mask = memory_key_padding_mask, tgt_key_padding_mask
+        if v == "target_padding_as_memory":
+            memory_key_padding_mask = tgt_key_padding_mask
         out = x
         if v == "norm_before_layers" and self.norm is not None:
             out = self.norm(out)
@@ -327,6 +329,11 @@ class _DecoderWithoutActivation(Decoder):
 STACK_ACTIVATION_HINT = activation_not_passed("every layer, DecoderLayer(d_model, num_heads, d_ff, dropout, "
                                               "norm_first, activation)")
 
+# Both raise the same error wherever only the target is padded: one hint names both.
+MASKS_OUT_OF_PLACE = ("the padding masks are not each in its place: passed in each other's places, or the target's "
+                      "(tgt_key_padding_mask) given as memory_key_padding_mask too; a layer takes (x, memory, tgt_mask, "
+                      "tgt_key_padding_mask, memory_key_padding_mask): pass each by keyword")
+
 DECODER_MISTAKES = [
     ("the final LayerNorm of a pre-norm stack is missing: return self.norm(x) when self.norm is not None",
      _variant(_DecoderMistake, "no_final_norm")),
@@ -340,9 +347,8 @@ DECODER_MISTAKES = [
      _variant(_DecoderMistake, "tgt_mask_dropped")),
     ("memory_key_padding_mask is not passed on to the layers", _variant(_DecoderMistake, "memory_padding_dropped")),
     ("tgt_key_padding_mask is not passed on to the layers", _variant(_DecoderMistake, "tgt_padding_dropped")),
-    ("the padding masks are passed in each other's places: a layer takes (x, memory, tgt_mask, "
-     "tgt_key_padding_mask, memory_key_padding_mask); pass them by keyword", _variant(_DecoderMistake,
-                                                                                   "padding_masks_swapped")),
+    (MASKS_OUT_OF_PLACE, _variant(_DecoderMistake, "padding_masks_swapped")),
+    (MASKS_OUT_OF_PLACE, _variant(_DecoderMistake, "target_padding_as_memory")),
     ("the masks are passed on to the first layer only: every layer needs tgt_mask and both padding masks",
      _variant(_DecoderMistake, "masks_first_layer_only")),
     ("the first layer is used for every step: loop over self.layers, each layer has its own weights",

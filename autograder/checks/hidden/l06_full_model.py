@@ -77,6 +77,8 @@ class _TransformerMistake(Transformer):
         if self.variant != "no_source_positions":
             x = self._positions(x)
         mask = None if self.variant == "src_mask_dropped" else src_key_padding_mask
+        if self.variant == "target_mask_to_encoder":
+            mask = getattr(self, "_target_mask", mask)
         mask = self._inferred(src, mask, ("infer_src", "infer_src_encoder"))
         return self._stack(self.encoder, x, key_padding_mask=mask)  # (B, S, C)
 
@@ -94,6 +96,7 @@ class _TransformerMistake(Transformer):
         return self.generator(hidden) if self.variant == "generator_in_decode" else hidden
 
     def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        self._target_mask = tgt_key_padding_mask  # what a forward that encodes with the target's mask passes
         memory = self.encode(src, src_key_padding_mask)  # (B, S, C)
         memory_mask = None if self.variant == "memory_mask_dropped" else src_key_padding_mask
         if self.variant == "target_mask_as_memory":
@@ -132,6 +135,11 @@ ACTIVATION_HINTS = {
 SHARED_VOCABULARY_HINT = ("share_embeddings=True needs one vocabulary: one matrix cannot be both embeddings and the "
                           "generator when src_vocab_size != tgt_vocab_size, so the given __init__ raises a ValueError "
                           "then; keep that check")
+
+# The two raise the same error (a (B, T) mask over S keys), so one hint names both.
+TARGET_MASK_FOR_SOURCE = ("forward gives the target's padding mask where the source's belongs (to encode, or to "
+                          "decode as memory_key_padding_mask): the memory is the encoded source, so "
+                          "src_key_padding_mask goes to encode and, as memory_key_padding_mask, to decode")
 
 INFERRED = ("masks are never inferred: a padding mask is used only when it is passed, so with none a token equal "
             "to pad_id is attended to like any other. ")
@@ -175,8 +183,8 @@ TRANSFORMER_MISTAKES = [
     *[(hint, _without_activation(*missing)) for missing, hint in ACTIVATION_HINTS.items()],
     ("the causal mask is built over the batch size: it is (T, T) with T = tgt.size(1), the target's length",
      _variant(_TransformerMistake, "causal_over_batch")),
-    ("forward gives the decoder the target's padding mask as the memory's: the memory is the encoded source, so "
-     "memory_key_padding_mask is src_key_padding_mask", _variant(_TransformerMistake, "target_mask_as_memory")),
+    (TARGET_MASK_FOR_SOURCE, _variant(_TransformerMistake, "target_mask_as_memory")),
+    (TARGET_MASK_FOR_SOURCE, _variant(_TransformerMistake, "target_mask_to_encoder")),
     (sublayer_reused("encode", "tgt_embed", "src_embed"), reusing(Transformer, "src_embed", "tgt_embed")),
     (sublayer_reused("decode", "src_embed", "tgt_embed"), reusing(Transformer, "tgt_embed", "src_embed")),
 ]
