@@ -154,6 +154,8 @@ def test_one_wrong_function_costs_only_its_own_points(tmp_path, lesson, broken, 
     checked = grade(path, hidden=False)
     assert checked.exercises[caller].score < points[caller]
     assert any(f"uses your {broken}, which fails its check" in m for m in checked.exercises[caller].messages)
+    # and says only that: a diagnosis of the caller's own code would be a guess.
+    assert not any("Likely mistake" in m for m in checked.exercises[caller].messages), checked.exercises[caller].messages
 
 
 def test_the_notebook_check_names_the_broken_callee():
@@ -166,3 +168,20 @@ def test_the_notebook_check_names_the_broken_callee():
             check("SelfAttention", namespace["SelfAttention"])
     # And the hidden checks, like the trusted grader, use a correct callee: SelfAttention passes.
     assert hidden_report("SelfAttention", namespace["SelfAttention"]).ok
+
+
+def test_a_failing_callee_is_the_only_diagnosis_the_check_gives():
+    """A right Decoder on a DecoderLayer whose cross-attention takes its queries from memory: the Decoder's outputs
+    look like those of a Decoder that gives its layers the wrong memory, but the check says only to fix the layer."""
+    from tests.bug_catalog import l05_decoder_masking as lesson05
+
+    layer = next(bug for _, bug in BUGS if bug.id == "DecoderLayer: memory as the cross-attention's query")
+    namespace = {}
+    exec(lesson05.PRELUDE + layer.source + lesson05._DECODER_INIT + lesson05._DECODER_FORWARD, namespace)
+    with pytest.raises(CheckFailed) as failed:
+        with contextlib.redirect_stdout(io.StringIO()):
+            check("Decoder", namespace["Decoder"])
+    message = str(failed.value)
+    assert message.startswith("Decoder uses your DecoderLayer, which fails its check"), message
+    assert "Likely mistake" not in message, message
+

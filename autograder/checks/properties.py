@@ -34,6 +34,9 @@ def weights_sum_to_one(index=1):
         sums = weights.double().sum(-1)
         if torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
             return None
+        if (weights < 0).any():
+            return ("the weights returned have negative entries, so they are not the softmax's probabilities: return "
+                    "the weights after the softmax, softmax(scores), not the scores")
         if weights.dim() >= 2 and torch.allclose(weights.double().sum(-2), torch.ones_like(weights.double().sum(-2)), atol=1e-4):
             return "the weights sum to 1 over the queries, not the keys: take the softmax over the last axis (dim=-1)"
         return "the weights don't sum to 1 over the last axis: is the softmax taken over the keys (dim=-1)?"
@@ -98,6 +101,117 @@ def attention_dropout_as_in_pytorch(index=1):
                     "all zero: dropout acts on the weights after the softmax (F.dropout(weights, self.dropout, "
                     "training=self.training)), then out = weights @ v")
         return None
+
+    return check
+
+
+def _fitted_scale(scores, weights, added=None):
+    """The factor c with weights = softmax(c * scores + added) over the last axis, read back from the weights
+    (None when no single factor explains them: another mistake)."""
+    log = weights.double().log()
+    if added is not None:
+        log = log - added.double()
+    valid = (weights > 1e-9) & log.isfinite()
+    if (valid.sum(-1) >= 2).sum() == 0:
+        return None
+    count = valid.sum(-1, keepdim=True).clamp(min=1)
+
+    def centred(t):  # each row minus its mean over the keys that got weight
+        t = torch.where(valid, t, torch.zeros_like(t))
+        return torch.where(valid, t - t.sum(-1, keepdim=True) / count, torch.zeros_like(t))
+
+    log, scores = centred(log), centred(scores.double())
+    spread = float((scores * scores).sum())
+    if spread < 1e-12:
+        return None
+    c = float((log * scores).sum()) / spread
+    return c if float((log - c * scores).abs().max()) <= 1e-3 * max(1.0, float(log.abs().max())) else None
+
+
+def _scale_hint(c, sizes):
+    """Name the scale ``c`` the scores got, given {what: size} of the call; the right one is 1/sqrt(sizes["d_k"])."""
+    d_k = sizes["d_k"]
+    right = d_k**-0.5
+    if abs(c - right) <= 1e-3 * right:
+        return None
+    named = {"1 (no scale at all)": 1.0,
+             f"1/d_k = 1/{d_k}: divided by d_k rather than its square root, or by sqrt(d_k) twice": 1 / d_k}
+    for what, size in sizes.items():
+        if what != "d_k" and size != d_k:
+            named[f"1/sqrt({size}), the square root of {what}"] = size**-0.5
+    found = next((name for name, value in named.items() if abs(c - value) <= 1e-3 * value), None)
+    said = f"{c:.4g}, that is {found}" if found else f"{c:.4g}"
+    return (f"the scores are scaled by {said}; the scale is 1/sqrt(d_k) = 1/sqrt({d_k}) = {right:.4g}, with d_k the "
+            "size of each query and key (query.size(-1))")
+
+
+def attention_scale(index=1):
+    """scaled_dot_product_attention's scores are q @ k^T / sqrt(d_k): the factor the weights show names a wrong one."""
+
+    def check(probe, outputs):
+        weights, q, k = _weights(outputs, index), _argument(probe, "query", 0), _argument(probe, "key", 1)
+        mask = _argument(probe, "attn_mask", 3)
+        if weights is None or not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor):
+            return None
+        scores = q.double() @ k.double().transpose(-2, -1)  # (..., L, S)
+        if scores.shape != weights.shape:
+            return None
+        added = mask if isinstance(mask, torch.Tensor) and mask.is_floating_point() else None
+        c = _fitted_scale(scores, weights, None if added is None else added.expand_as(scores))
+        if c is None:
+            return None
+        sizes = {"d_k": q.size(-1), "the number of keys (S)": k.size(-2), "the number of queries (L)": q.size(-2)}
+        value = _argument(probe, "value", 2)
+        if isinstance(value, torch.Tensor):
+            sizes["the values' size"] = value.size(-1)
+        return _scale_hint(c, sizes)
+
+    return check
+
+
+def _projected(probe, name, x):
+    """x through the probe's layer ``name`` (its weight and bias in the probe's state_dict), in float64."""
+    state = (probe.get("construct") or {}).get("state_dict") or {}
+    weight, bias = state.get(f"{name}.weight"), state.get(f"{name}.bias")
+    if weight is None:
+        return None
+    out = x.double() @ weight.double().T
+    return out if bias is None else out + bias.double()
+
+
+def projected_attention_scale(heads=False, index=1):
+    """The same for a module: the scores are q_proj(query) @ k_proj(key)^T per head, read from the probe's weights."""
+
+    def check(probe, outputs):
+        weights = _weights(outputs, index)
+        args = probe.get("args") or []
+        if weights is None or probe.get("training") or not args or not isinstance(args[0], torch.Tensor):
+            return None
+        query = args[0]
+        key = args[1] if heads and len(args) > 1 and isinstance(args[1], torch.Tensor) else query
+        kwargs = probe.get("kwargs") or {}
+        if any(isinstance(m, torch.Tensor) and m.is_floating_point() for m in kwargs.values()):
+            return None  # a float mask changes the scores by more than a factor
+        q, k = _projected(probe, "q_proj", query), _projected(probe, "k_proj", key)
+        if q is None or k is None:
+            return None
+        H = weights.size(1) if heads and weights.dim() == 4 else 1
+        if heads:
+            if weights.dim() != 4:
+                return None
+            B, L, C = q.shape
+            q = q.reshape(B, L, H, C // H).transpose(1, 2)  # (B, H, L, D)
+            k = k.reshape(B, k.size(1), H, C // H).transpose(1, 2)  # (B, H, S, D)
+        scores = q @ k.transpose(-2, -1)  # (B, [H,] L, S)
+        if scores.shape != weights.shape:
+            return None
+        c = _fitted_scale(scores, weights)
+        if c is None:
+            return None
+        sizes = {"d_k": q.size(-1), "the number of tokens (T)": k.size(-2)}
+        if heads:
+            sizes["d_model, all heads together"] = q.size(-1) * H
+        return _scale_hint(c, sizes)
 
     return check
 
@@ -409,8 +523,9 @@ PROPERTIES = {
     # The most specific property first: a mask read the wrong way round can also leave rows that
     # don't sum to 1 (those it blocks entirely), which is not a softmax over the wrong axis.
     "scaled_dot_product_attention": (blocked_keys_get_zero_weight("attn_mask", 3), weights_follow_the_scores(),
-                                     weights_sum_to_one()),
-    "SelfAttention": (blocked_keys_get_zero_weight("attn_mask", 1), weights_follow_the_scores(), weights_sum_to_one()),
+                                     weights_sum_to_one(), attention_scale()),
+    "SelfAttention": (blocked_keys_get_zero_weight("attn_mask", 1), weights_follow_the_scores(), weights_sum_to_one(),
+                      projected_attention_scale()),
     "split_heads": (rearranges_input(
         "the result holds the right values in the wrong places: head h of token t should be "
         "x[b, t, h*D:(h+1)*D], so reshape to (B, T, H, D), then transpose(1, 2)"),),
@@ -419,7 +534,7 @@ PROPERTIES = {
         "transpose(1, 2) back to (B, T, H, D), then reshape to (B, T, H*D)"),),
     "MultiHeadAttention": (attention_dropout_as_in_pytorch(), weights_sum_to_one(), weights_follow_the_scores(),
                            blocked_keys_get_zero_weight("attn_mask", 4),
-                           padded_keys_get_zero_weight("key_padding_mask", 3)),
+                           padded_keys_get_zero_weight("key_padding_mask", 3), projected_attention_scale(heads=True)),
     "sinusoidal_positional_encoding": (sin_cos_pairs(), starts_at_position_zero()),
     "PositionalEncoding": (dropout_off_in_eval("pe"), adds_table_rows(
         "pe", "forward should return x + self.pe[:T]: row t of the buffer added to token t of every example"),),

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..checks.compare import Report, Tolerance, check_probes
 from ..checks.forbidden import forbidden_message, forbidden_uses
-from ..checks.public import failure_text, load_public_data
+from ..checks.public import failure_text, load_public_data, without_diagnosis
 from ..curriculum import EXERCISES, callees
 from . import sandbox
 from .notebook import (SubmissionError, answer_cells, course_folder, duplicate_answer_cells, identify_lesson,
@@ -76,6 +76,13 @@ def _callees(names, hidden):
     return {name: {"names": callees(name), "source": callee_source(name)} for name in names if callees(name)}
 
 
+def _failing_callees(exercise, grades, to_run):
+    """The exercises ``exercise`` calls that were graded here and lost points (public checks only: the student's
+    own callees ran)."""
+    return [callee for callee in exercise.calls
+            if callee in grades and callee in to_run and grades[callee].score < grades[callee].max]
+
+
 def _cell_error_message(name, error):
     trace = f"\n{error['traceback'].rstrip()}" if error.get("traceback") else ""
     return f"running the answer cell of {name} raised {error['type']}: {error['message']}{trace}"
@@ -134,6 +141,8 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
         elif report.ok:
             messages.append(f"passes all {report.total} {kind} checks")
         else:
+            if not hidden and _failing_callees(exercise, grades, to_run):  # the callee's failure says it all
+                report = without_diagnosis(report)
             messages.extend(failure_text(report, kind, shown=3, points=exercise.points).splitlines())
         grades[name] = ExerciseGrade(report.score(exercise.points), exercise.points, messages,
                                      {key: requirement.met for key, requirement in report.requirements.items()})
@@ -142,10 +151,9 @@ def grade(path, hidden=True, lesson_name=None, step_timeout=60.0):
             grade_ = grades[exercise.name]
             if grade_.score == grade_.max:
                 continue
-            for callee in exercise.calls:
-                if callee in grades and grades[callee].score < grades[callee].max and callee in to_run:
-                    grade_.messages.insert(0, f"{exercise.name} uses your {callee}, which fails its check: fix that "
-                                              f"first (the grader checks {exercise.name} with a correct {callee}).")
+            for callee in _failing_callees(exercise, grades, to_run):
+                grade_.messages.insert(0, f"{exercise.name} uses your {callee}, which fails its check: fix that "
+                                          f"first (the grader checks {exercise.name} with a correct {callee}).")
     for name, count in duplicate_answer_cells(notebook, lesson).items():
         grades[name].messages.insert(0, f"{count} cells have grade_id {name}: only the first one is graded")
     return NotebookGrade(lesson.name, str(path), {e.name: grades[e.name] for e in lesson.exercises},

@@ -436,3 +436,72 @@ BUGS.append(Bug("MultiHeadAttention", "drops each head's output before merging t
     "        out = F.dropout(out, self.dropout, training=self.training)  # (B, H, L, D): each head's output\n"
     "        out = self.out_proj(merge_heads(out))\n"), names="dropout is applied to each head's output"))
 assert BUGS[-1].source != _DROPS_OUTPUT.source
+
+# The rest of a right forward once q, k and v are split: the masks as one float mask (B, H, L, S), attention,
+# dropout on the weights in training mode.
+_MASKED_ATTENTION = '''
+        mask = None
+        if attn_mask is not None:
+            mask = attn_mask.view(B, H, L, -1) if attn_mask.dim() == 3 else attn_mask
+            if mask.dtype == torch.bool:
+                mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(mask, float("-inf"))
+        if key_padding_mask is not None:
+            padding = torch.zeros(key_padding_mask.shape, dtype=q.dtype, device=q.device)
+            padding = padding.masked_fill(key_padding_mask, float("-inf"))[:, None, None, :]
+            mask = padding if mask is None else mask + padding
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        if self.training and self.dropout > 0:
+            weights = F.dropout(weights, self.dropout)
+            out = weights @ v
+'''
+
+BUGS.append(Bug("MultiHeadAttention", "projects the values with k_proj", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, _ = query.shape
+        H = self.num_heads
+        q = split_heads(self.q_proj(query), H)
+        k = split_heads(self.k_proj(key), H)
+        v = split_heads(self.k_proj(value), H)
+''' + _MASKED_ATTENTION + '''        out = self.out_proj(merge_heads(out))
+        return out, (weights if need_weights else None)
+'''), names="a sublayer is reused: the value projection uses self.k_proj"))
+
+# Written as a student would, before any diagnosis was designed for them (issue 20): the
+# share of these that the checks name measures how well they name kinds of mistakes, not instances.
+BUGS += [
+    Bug("split_heads", "splits into chunks of num_heads features", '''
+def split_heads(x, num_heads):
+    if x.size(-1) % num_heads:
+        raise ValueError("C must be divisible by num_heads")
+    return torch.stack(x.split(num_heads, dim=-1), dim=1)
+''', names='the wrong way round'),
+    Bug("merge_heads", "flattens from the token axis", '''
+def merge_heads(x):
+    return x.permute(0, 2, 1, 3).flatten(1)
+''', names='the token axis is flattened too'),
+    Bug("MultiHeadAttention", "reshapes keys and values with the query's length", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, C = query.shape
+        H, D = self.num_heads, C // self.num_heads
+        q = self.q_proj(query).view(B, L, H, D).transpose(1, 2)
+        k = self.k_proj(key).view(B, L, H, D).transpose(1, 2)
+        v = self.v_proj(value).view(B, L, H, D).transpose(1, 2)
+''' + _MASKED_ATTENTION + '''        out = self.out_proj(out.transpose(1, 2).reshape(B, L, C))
+        return out, (weights if need_weights else None)
+'''), names="reshaped with the queries' length"),
+]
+
+# Written after the kinds above were measured, as a hold-out (issue 20): named by the kinds at
+# first try or not, then given the instance or kind that names them.
+BUGS += [
+    Bug("MultiHeadAttention", "projects the keys with q_proj", _mha('''
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True):
+        B, L, _ = query.shape
+        H = self.num_heads
+        q = split_heads(self.q_proj(query), H)
+        k = split_heads(self.q_proj(key), H)
+        v = split_heads(self.v_proj(value), H)
+''' + _MASKED_ATTENTION + '''        out = self.out_proj(merge_heads(out))
+        return out, (weights if need_weights else None)
+'''), names='the key projection uses self.q_proj'),
+]

@@ -338,3 +338,74 @@ def relative_position_matrix(k, d_model):
     return M
 ''', names="default dtype"),
 ]
+
+# Written as a student would, before any diagnosis was designed for them (issue 20): the
+# share of these that the checks name measures how well they name kinds of mistakes, not instances.
+BUGS += [
+    Bug("sinusoidal_positional_encoding", "multiplies by the frequency's inverse", '''
+def sinusoidal_positional_encoding(max_len, d_model):
+    if d_model % 2:
+        raise ValueError("d_model must be even")
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    div = 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(pos * div)
+    pe[:, 1::2] = torch.cos(pos * div)
+    return pe
+''', names='multiplied by 10000'),
+    Bug("sinusoidal_positional_encoding", "integer division in the exponent", '''
+def sinusoidal_positional_encoding(max_len, d_model):
+    if d_model % 2:
+        raise ValueError("d_model must be even")
+    pos = torch.arange(max_len)[:, None]
+    i = torch.arange(0, d_model, 2)
+    angles = pos / 10000 ** (i // d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)
+    return pe
+''', names='integer division'),
+    Bug("PositionalEncoding", "slices the table by the batch size", _POSITIONAL_INIT + '''
+    def forward(self, x):
+        if x.size(1) > self.pe.size(0):
+            raise ValueError(f"sequence of {x.size(1)} tokens is longer than max_len={self.pe.size(0)}")
+        return self.dropout(x + self.pe[: x.size(0)])
+''', names='batch size is used as the sequence length'),
+    Bug("TokenEmbedding", "divides by sqrt(d_model)", _TOKEN_INIT + '''
+    def forward(self, tokens):
+        return self.embedding(tokens) / math.sqrt(self.d_model)
+''', names='divided by sqrt(d_model)'),
+    Bug("LearnedPositionalEmbedding", "positions made on the CPU", _LEARNED_INIT + '''
+    def forward(self, x):
+        if x.size(1) > self.embedding.num_embeddings:
+            raise ValueError("the sequence is longer than max_len")
+        positions = torch.arange(x.size(1))
+        return x + self.embedding(positions)
+''', names='meta device'),
+]
+
+# Written after the kinds above were measured, as a hold-out (issue 20): named by the kinds at
+# first try or not, then given the instance or kind that names them.
+BUGS += [
+    Bug("PositionalEncoding", "dropout on the table before adding it", _POSITIONAL_INIT + '''
+    def forward(self, x):
+        T = x.size(1)
+        if T > self.pe.size(0):
+            raise ValueError(f"{T} tokens is more than max_len={self.pe.size(0)}")
+        return x + self.dropout(self.pe[:T])
+''', names='applied to the table before it is added'),
+    Bug("TokenEmbedding", "scales by the square root of the length", _TOKEN_INIT + '''
+    def forward(self, tokens):
+        return self.embedding(tokens) * math.sqrt(tokens.size(-1))
+''', names='the paper multiplies them by sqrt(d_model)'),
+    Bug("sinusoidal_positional_encoding", "sines in both columns", '''
+def sinusoidal_positional_encoding(max_len, d_model):
+    if d_model % 2:
+        raise ValueError("d_model must be even")
+    angles = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(0, d_model, 2) / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.sin(angles)
+    return pe
+''', names='sine and the cosine of the same angle'),
+]

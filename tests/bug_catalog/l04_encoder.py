@@ -1,7 +1,7 @@
 """Wrong answers for lesson 04: PositionwiseFeedForward, EncoderLayer and Encoder."""
 
 from . import PRELUDE as BASE_PRELUDE
-from . import Bug
+from . import Bug, edited
 
 # The lesson's setup cell imports the earlier lessons' pieces from the reference, as the grader's
 # sandbox does. Within the lesson, Encoder builds on EncoderLayer, which builds on
@@ -48,6 +48,24 @@ class Encoder(nn.Module):
             EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers)
         )
         self.norm = nn.LayerNorm(d_model) if norm_first else None  # the final norm of a pre-norm stack
+'''
+
+_LAYER_FORWARD = '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout(self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
+            return x + self.dropout(self.ff(self.norm2(x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, key_padding_mask=key_padding_mask,
+                                                       attn_mask=attn_mask)[0]))
+        return self.norm2(x + self.dropout(self.ff(x)))
+'''
+
+_ENCODER_FORWARD = '''
+    def forward(self, x, key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, key_padding_mask=key_padding_mask)
+        return x if self.norm is None else self.norm(x)
 '''
 
 BUGS = [
@@ -355,4 +373,51 @@ BUGS = [
             x = layer(x, key_padding_mask=key_padding_mask)
         return x if self.norm is None else self.norm(x)
 ''', names="dropout to its input"),
+    # ------------------------------------------------------------------ arguments of the given __init__, modules shared
+    Bug("EncoderLayer", "builds the feed-forward network without activation", edited(
+        _LAYER_INIT, ("PositionwiseFeedForward(d_model, d_ff, dropout, activation)",
+                      "PositionwiseFeedForward(d_model, d_ff, dropout)")) + _LAYER_FORWARD,
+        names="activation is not passed down"),
+    Bug("Encoder", "builds the layers without activation", edited(
+        _ENCODER_INIT, ("EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)",
+                        "EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first)")) + _ENCODER_FORWARD,
+        names="activation is not passed down"),
+    Bug("Encoder", "one layer module repeated", edited(
+        _ENCODER_INIT, ("""nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers)
+        )""", "nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)] * num_layers)"))
+        + _ENCODER_FORWARD, names="share one set of weights"),
+]
+
+# Written as a student would, before any diagnosis was designed for them (issue 20): the
+# share of these that the checks name measures how well they name kinds of mistakes, not instances.
+BUGS += [
+    Bug("EncoderLayer", "adds the attention output back instead of x", _LAYER_INIT + '''
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            a = self.dropout(self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
+            x = x + a
+            return x + self.dropout(self.ff(self.norm2(x)))
+        a = self.dropout(self.self_attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
+        x1 = self.norm1(x + a)
+        return self.norm2(a + self.dropout(self.ff(x1)))
+''', names="residual adds back the attention's output"),
+    Bug("Encoder", "a residual around every layer", _ENCODER_INIT + '''
+    def forward(self, x, key_padding_mask=None):
+        for layer in self.layers:
+            x = x + layer(x, key_padding_mask=key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names="adds each layer's input back"),
+]
+
+# Written after the kinds above were measured, as a hold-out (issue 20): named by the kinds at
+# first try or not, then given the instance or kind that names them.
+BUGS += [
+    Bug("EncoderLayer", "feeds the attention output to the feed-forward network", _LAYER_INIT + edited(
+        _LAYER_FORWARD, ("""        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, key_padding_mask=key_padding_mask,
+                                                       attn_mask=attn_mask)[0]))
+        return self.norm2(x + self.dropout(self.ff(x)))""", """        a = self.dropout(self.self_attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)[0])
+        x = self.norm1(x + a)
+        return self.norm2(x + self.dropout(self.ff(a)))""")), names="gets the attention's output alone"),
 ]

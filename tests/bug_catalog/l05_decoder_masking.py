@@ -1,7 +1,7 @@
 """Wrong answers for lesson 05: causal_mask, padding_mask, DecoderLayer and Decoder."""
 
 from . import PRELUDE as BASE_PRELUDE
-from . import Bug
+from . import Bug, edited
 
 # The earlier lessons' pieces, as the notebook (and the grader's sandbox) give them; within the
 # lesson, Decoder builds on DecoderLayer: the reference's here.
@@ -31,6 +31,29 @@ class Decoder(nn.Module):
             DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers)
         )
         self.norm = nn.LayerNorm(d_model) if norm_first else None
+'''
+
+_LAYER_FORWARD = '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        def attend(h):
+            return self.dropout(self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0])
+
+        def cross(h):
+            return self.dropout(self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask)[0])
+
+        def feed(h):
+            return self.dropout(self.ff(h))
+
+        for sublayer, norm in ((attend, self.norm1), (cross, self.norm2), (feed, self.norm3)):
+            x = x + sublayer(norm(x)) if self.norm_first else norm(x + sublayer(x))
+        return x
+'''
+
+_DECODER_FORWARD = '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
 '''
 
 BUGS = [
@@ -395,4 +418,50 @@ def attend(attention, query, key, key_padding_mask=None, attn_mask=None):
             x = layer(x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
         return x if self.norm is None else self.norm(x)
 ''', names="reverse order"),
+    # ------------------------------------------------------------------ arguments of the given __init__, modules shared
+    Bug("DecoderLayer", "builds the feed-forward network without activation", edited(
+        _LAYER_INIT, ("PositionwiseFeedForward(d_model, d_ff, dropout, activation)",
+                      "PositionwiseFeedForward(d_model, d_ff, dropout)")) + _LAYER_FORWARD,
+        names="activation is not passed down"),
+    Bug("DecoderLayer", "cross-attention with the self-attention module", _LAYER_INIT + edited(
+        _LAYER_FORWARD, ("self.dropout(self.cross_attn(h, memory", "self.dropout(self.self_attn(h, memory")),
+        names="a sublayer is reused: cross-attention uses self.self_attn"),
+    Bug("Decoder", "builds the layers without activation", edited(
+        _DECODER_INIT, ("DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)",
+                        "DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first)")) + _DECODER_FORWARD,
+        names="activation is not passed down"),
+    Bug("Decoder", "one layer module repeated", edited(
+        _DECODER_INIT, ("""nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers)
+        )""", "nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)] * num_layers)"))
+        + _DECODER_FORWARD, names="share one set of weights"),
+]
+
+# Written as a student would, before any diagnosis was designed for them (issue 20): the
+# share of these that the checks name measures how well they name kinds of mistakes, not instances.
+BUGS += [
+    Bug("DecoderLayer", "cross-attention reads x, not memory", _LAYER_INIT + edited(
+        _LAYER_FORWARD, ("self.cross_attn(h, memory, memory,", "self.cross_attn(h, h, h,")), names="attends to the decoder's own states"),
+    Bug("Decoder", "skips the last layer", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for i in range(len(self.layers) - 1):
+            x = self.layers[i](x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names='the last layer is skipped'),
+]
+
+# Written after the kinds above were measured, as a hold-out (issue 20): named by the kinds at
+# first try or not, then given the instance or kind that names them.
+BUGS += [
+    Bug("Decoder", "gives the layers the target's padding as the memory's", _DECODER_INIT + '''
+    def forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=tgt_key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+''', names='given as memory_key_padding_mask too'),
+    Bug("causal_mask", "made from ones, then cast", '''
+def causal_mask(T, device=None):
+    return torch.triu(torch.ones(T, T), diagonal=1).bool()
+''', names='made on the CPU'),
 ]

@@ -235,6 +235,16 @@ BUGS = [
         return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask))
 ''', names="detaches the computation"),
     # ------------------------------------------------------------------ count_parameters
+    Bug("Transformer", "builds the stacks without activation", edited(
+        _INIT, ("Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first, activation)",
+                "Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)"),
+        ("Decoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first, activation)",
+         "Decoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)")) + _ENCODE + _DECODE + _FORWARD,
+        names="activation is not passed down"),
+    Bug("Transformer", "shares one matrix over two vocabularies", edited(
+        _INIT, ("""            if src_vocab_size != tgt_vocab_size:
+                raise ValueError("share_embeddings needs one vocabulary: src_vocab_size == tgt_vocab_size")
+""", "")) + _ENCODE + _DECODE + _FORWARD, names="needs one vocabulary"),
     Bug("count_parameters", "counts the state_dict", '''
 def count_parameters(model):
     return sum(t.numel() for t in model.state_dict().values())
@@ -382,4 +392,43 @@ def noam_lr(step, d_model, warmup):
     Bug("greedy_decode", "switches the model to training mode at the end", _greedy(
         ("    was_training = model.training\n", ""), ("    model.train(was_training)\n", "    model.train()\n")),
         names="restore it"),
+]
+
+# Written as a student would, before any diagnosis was designed for them (issue 20): the
+# share of these that the checks name measures how well they name kinds of mistakes, not instances.
+BUGS += [
+    Bug("Transformer", "causal mask over the batch size", _INIT + _ENCODE + '''
+    def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        y = self.pos_enc(self.tgt_embed(tgt))
+        mask = causal_mask(tgt.size(0), device=tgt.device)
+        return self.decoder(y, memory, mask, tgt_key_padding_mask, memory_key_padding_mask)
+''' + _FORWARD, names='built over the batch size'),
+    Bug("Transformer", "the target's padding mask as the memory's", _INIT + _ENCODE + _DECODE + '''
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        memory = self.encode(src, src_key_padding_mask)
+        return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, tgt_key_padding_mask))
+''', names="target's padding mask where the source's belongs"),
+    Bug("Transformer", "encodes the source with the target embedding", _INIT + '''
+    def encode(self, src, src_key_padding_mask=None):
+        x = self.pos_enc(self.tgt_embed(src))
+        return self.encoder(x, key_padding_mask=src_key_padding_mask)
+''' + _DECODE + _FORWARD, names='encode uses self.tgt_embed'),
+    Bug("noam_lr", "loses the sign of warmup's exponent", '''
+def noam_lr(step, d_model, warmup):
+    if step < 1:
+        raise ValueError("step counts from 1")
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** 1.5)
+''', names='warmup**1.5 where'),
+    Bug("greedy_decode", "stops when every token so far is eos", _greedy(
+        ("            if finished.all():\n", "            if (ys == eos_id).all():\n")), names="doesn't stop"),
+]
+
+# Written after the kinds above were measured, as a hold-out (issue 20): named by the kinds at
+# first try or not, then given the instance or kind that names them.
+BUGS += [
+    Bug("Transformer", "encodes with the target's padding mask", _INIT + _ENCODE + _DECODE + '''
+    def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        memory = self.encode(src, tgt_key_padding_mask)
+        return self.generator(self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask))
+''', names="target's padding mask where the source's belongs"),
 ]

@@ -10,6 +10,7 @@ import math
 
 import torch
 from ...reference import SelfAttention, scaled_dot_product_attention
+from .kinds import projections_reused
 from .probes import (ExerciseChecks, Requirement, additive, function_probe, module_probe, on_device, randn,
                      random_bool_mask, requiring, with_gradients)
 
@@ -75,6 +76,11 @@ def _float_mask_ignored(q, k, v, attn_mask=None):
     return _attention(q, k, v, attn_mask if attn_mask is not None and attn_mask.dtype == torch.bool else None)
 
 
+def _float_mask_as_bool(q, k, v, attn_mask=None):
+    """Every mask turned into a boolean one: a float mask then blocks wherever it is not 0."""
+    return _attention(q, k, v, None if attn_mask is None else attn_mask.bool())
+
+
 SDPA_MISTAKES = [
     ("the scores are not scaled: divide QK^T by math.sqrt(d_k), d_k = query.size(-1)", _no_scale),
     ("the scores are divided by d_k instead of its square root: use math.sqrt(query.size(-1))", _scale_by_d),
@@ -90,6 +96,9 @@ SDPA_MISTAKES = [
     ("the mask is applied to the weights after the softmax; block the scores with -inf before it, so that the "
      "remaining weights still sum to 1", _mask_after_softmax),
     ("a float attn_mask is ignored: a float mask is added to the scores", _float_mask_ignored),
+    ("a float attn_mask is read as a boolean one (.bool(), or masked_fill with it), which blocks every key whose "
+     "entry is not 0: only a bool mask blocks (masked_fill where True); a float mask is added to the scores",
+     _float_mask_as_bool),
 ]
 
 
@@ -107,6 +116,9 @@ class _SelfAttentionMistake(SelfAttention):
             return self.out_proj(out), weights
         if self.variant == "swapped_qk":
             out, weights = scaled_dot_product_attention(k, q, v, attn_mask)
+            return self.out_proj(out), weights
+        if self.variant == "mask_inverted":
+            out, weights = _inverted_mask(q, k, v, attn_mask)
             return self.out_proj(out), weights
         if self.variant == "mask_dropped":
             out, weights = scaled_dot_product_attention(q, k, v)
@@ -130,16 +142,19 @@ SELF_ATTENTION_MISTAKES = [
     ("queries and keys are swapped: the queries are self.q_proj(x), the keys self.k_proj(x)",
      _self_attention_mistake("swapped_qk")),
     ("attn_mask is not passed on to scaled_dot_product_attention", _self_attention_mistake("mask_dropped")),
+    ("the mask works the wrong way round: True means BLOCKED, so fill with -inf where the mask is True (not ~mask)",
+     _self_attention_mistake("mask_inverted")),
     ("the scores are not scaled by 1/sqrt(d_model)", _self_attention_mistake("unscaled")),
     ("the scores are scaled by the number of tokens, 1/sqrt(T); the scale is 1/sqrt(d_k), the size of the "
      "queries' last axis", _self_attention_mistake("scaled_by_tokens")),
+    *projections_reused(SelfAttention),
 ]
 
 
 # ----------------------------------------------------------------------------- probes
-def _sdpa_probe(id, title, q_shape, k_shape, v_shape, seed, dtype="float32", mask=None, **extra):
-    q = randn(*q_shape, seed=seed, dtype=dtype)
-    k = randn(*k_shape, seed=seed + 1, dtype=dtype)
+def _sdpa_probe(id, title, q_shape, k_shape, v_shape, seed, dtype="float32", mask=None, scale=1.0, **extra):
+    q = randn(*q_shape, seed=seed, dtype=dtype, scale=scale)
+    k = randn(*k_shape, seed=seed + 1, dtype=dtype, scale=scale)
     v = randn(*v_shape, seed=seed + 2, dtype=dtype)
     kwargs = {} if mask is None else {"attn_mask": mask}
     return function_probe(id, title, (q, k, v), kwargs, ATTENTION_OUTPUTS, **extra)
@@ -169,9 +184,10 @@ def sdpa_public_probes():
     return [
         *requiring("formula", [base, batched, permuted]),
         *requiring("shapes", [
-            _sdpa_probe("heads-4d", "4-D inputs (B=2, H=2, L=3, S=4)", (2, 2, 3, 4), (2, 2, 4, 4), (2, 2, 4, 4), seed=50),
-            _sdpa_probe("strided", "non-contiguous (transposed) inputs", (2, 4, 4), (2, 4, 4), (2, 4, 4), seed=55,
-                        noncontiguous=True),
+            # S differs from E and L in every probe, so that no size stands in for another unseen.
+            _sdpa_probe("heads-4d", "4-D inputs (B=2, H=2, L=3, S=5)", (2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 4), seed=50),
+            _sdpa_probe("strided", "non-contiguous (transposed) inputs, L=4, S=6", (2, 4, 4), (2, 6, 4), (2, 6, 4),
+                        seed=55, noncontiguous=True),
         ]),
         *requiring("masks", [
             _sdpa_probe("bool-mask", "a boolean mask (L, S), True = blocked", (2, 3, 4), (2, 5, 4), (2, 5, 4), seed=30,
@@ -183,10 +199,13 @@ def sdpa_public_probes():
         ]),
         *requiring("dtype-device", [
             _sdpa_probe("float64-small", "float64 inputs", (2, 3, 4), (2, 4, 4), (2, 4, 4), seed=60, dtype="float64"),
+            # sqrt(8) and large scores: a scale or a softmax computed in float32 shows here.
+            _sdpa_probe("float64-precise", "float64 inputs, d_k=8, scores large enough that float32 rounding shows",
+                        (2, 3, 8), (2, 5, 8), (2, 5, 8), seed=62, dtype="float64", scale=3.0),
             _sdpa_probe("meta", "inputs on the meta device", (2, 3, 4), (2, 5, 4), (2, 5, 6), seed=65, device="meta"),
         ]),
         *requiring("gradients", [
-            with_gradients(_sdpa_probe("grad", "batch 2, L=3, S=4", (2, 3, 4), (2, 4, 4), (2, 4, 4), seed=70),
+            with_gradients(_sdpa_probe("grad", "batch 2, L=3, S=5", (2, 3, 4), (2, 5, 4), (2, 5, 4), seed=70),
                            scaled_dot_product_attention, seed=72),
         ]),
     ]
@@ -233,8 +252,8 @@ def sdpa_hidden_probes(devices=("cpu",)):
     return sdpa_public_probes() + probes
 
 
-def _self_attention_probe(id, title, B, T, C, seed, dtype="float32", mask=None, **extra):
-    x = randn(B, T, C, seed=seed + 100, dtype=dtype)
+def _self_attention_probe(id, title, B, T, C, seed, dtype="float32", mask=None, scale=1.0, **extra):
+    x = randn(B, T, C, seed=seed + 100, dtype=dtype, scale=scale)
     kwargs = {} if mask is None else {"attn_mask": mask}
     return module_probe(id, title, SelfAttention, (C,), None, (x,), kwargs, seed=seed, dtype=dtype,
                         output_names=ATTENTION_OUTPUTS, **extra)
@@ -264,6 +283,8 @@ def self_attention_public_probes():
                                                   mask=torch.ones(4, 4, dtype=torch.bool).triu(1))]),
         *requiring("dtype-device", [
             _self_attention_probe("float64-small", "float64 input and weights", 2, 3, 8, seed=3, dtype="float64"),
+            _self_attention_probe("float64-precise", "float64, d_model=8, scores large enough that float32 rounding "
+                                  "shows", 2, 4, 8, seed=7, dtype="float64", scale=8.0),
             _self_attention_probe("meta", "input and weights on the meta device", 2, 3, 8, seed=4, device="meta"),
         ]),
         *requiring("gradients", [with_gradients(_self_attention_probe("grad", "batch 2, 3 tokens", 2, 3, 8, seed=5),

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from ...reference import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
 from ...reference.multihead import _as_additive, combine_masks
+from .kinds import projections_reused
 from .probes import (ExerciseChecks, Requirement, additive, function_probe, module_probe, on_device, randn,
                      random_bool_mask, requiring, with_gradients)
 
@@ -85,6 +86,10 @@ def _merge_shape_misread(x):
     return x.transpose(1, 2).reshape(B, T, H * D)  # (B, H, T*D)
 
 
+def _merge_flattened_from_tokens(x):
+    return x.transpose(1, 2).flatten(1)  # (B, T*H*D): one axis too many flattened
+
+
 MERGE_HEADS_MISTAKES = [
     ("the heads are reshaped straight to (B, T, H*D) without moving the head axis back: transpose(1, 2) to "
      "(B, T, H, D) first, then reshape (or .contiguous().view)", _merge_without_transpose),
@@ -96,6 +101,8 @@ MERGE_HEADS_MISTAKES = [
      _merge_batch_and_heads),
     ("the shape of x is unpacked in the wrong order: x is (B, H, T, D), heads before tokens",
      _merge_shape_misread),
+    ("the token axis is flattened too (flatten(1) gives (B, T*H*D)): only the heads and their features merge, "
+     "so flatten from axis 2, flatten(2), or reshape to (B, T, H*D)", _merge_flattened_from_tokens),
 ]
 
 
@@ -110,8 +117,13 @@ class _MultiHeadAttentionMistake(MultiHeadAttention):
         value_source = {"kv_from_query": query, "values_from_key": key}.get(variant, value)
         split = _split_view_without_transpose if variant == "split_without_transpose" else split_heads
         q = split(self.q_proj(query), H)  # (B, H, L, D)
-        k = split(self.k_proj(key_source), H)  # (B, H, S, D)
-        v = split(self.v_proj(value_source), H)  # (B, H, S, D)
+        if variant == "kv_with_query_length":  # the keys and values viewed as (B, L, H, D): wrong unless S == L
+            B, L, C = query.shape
+            k = self.k_proj(key_source).view(B, L, H, C // H).transpose(1, 2)  # (B, H, L, D)
+            v = self.v_proj(value_source).view(B, L, H, C // H).transpose(1, 2)  # (B, H, L, D)
+        else:
+            k = split(self.k_proj(key_source), H)  # (B, H, S, D)
+            v = split(self.v_proj(value_source), H)  # (B, H, S, D)
         if variant == "unscaled":
             q = q * math.sqrt(q.size(-1))  # cancels the 1/sqrt(D) of scaled_dot_product_attention
         elif variant == "scaled_by_d_model":
@@ -197,6 +209,8 @@ MULTI_HEAD_ATTENTION_MISTAKES = [
     ("the keys and values are projected from the query: use self.k_proj(key) and self.v_proj(value) (in "
      "cross-attention they come from another sequence)", _mha_mistake("kv_from_query")),
     ("the values are projected from `key`: use self.v_proj(value)", _mha_mistake("values_from_key")),
+    ("the keys and values are reshaped with the queries' length L: they have S positions of their own (key.size(1)), "
+     "which differs from L in cross-attention; reshape with -1 or key.size(1)", _mha_mistake("kv_with_query_length")),
     ("the heads are split with a plain view to (B, H, T, D), which mixes tokens into the wrong rows: reshape to "
      "(B, T, H, D), then transpose(1, 2)", _mha_mistake("split_without_transpose")),
     ("the heads are merged with a plain reshape of (B, H, L, D), which mixes tokens into the wrong rows: "
@@ -215,6 +229,7 @@ MULTI_HEAD_ATTENTION_MISTAKES = [
      "are the dropped ones)", _mha_mistake("dropout_on_heads_output")),
     ("dropout is applied to the scores before the softmax; as in nn.MultiheadAttention, it acts on the weights "
      "after the softmax", _mha_mistake("dropout_on_scores")),
+    *projections_reused(MultiHeadAttention),
 ]
 
 
@@ -372,17 +387,17 @@ _PROBE_KEYS = ("noncontiguous", "relation", "training", "device", "fallback_hint
 
 
 def _mha_probe(id, title, B, L, S, C, H, seed, dtype="float32", self_attention=False, same_key_value=False,
-               bias=True, dropout=None, **kwargs):
+               bias=True, dropout=None, scale=1.0, **kwargs):
     """A MultiHeadAttention probe: query (B, L, C), key and value (B, S, C); kwargs go to forward.
 
     Keyword arguments of the probe itself (training, device, relation, ...) are taken out of kwargs.
     """
     extra = {name: kwargs.pop(name) for name in _PROBE_KEYS if name in kwargs}
-    query = randn(B, L, C, seed=seed + 100, dtype=dtype)
+    query = randn(B, L, C, seed=seed + 100, dtype=dtype, scale=scale)
     if self_attention:
         key = value = query
     else:
-        key = randn(B, S, C, seed=seed + 101, dtype=dtype)
+        key = randn(B, S, C, seed=seed + 101, dtype=dtype, scale=scale)
         value = key if same_key_value else randn(B, S, C, seed=seed + 102, dtype=dtype)
     init_kwargs = {} if bias else {"bias": False}
     if dropout is not None:
@@ -477,6 +492,9 @@ def multi_head_attention_public_probes():
         ]),
         *requiring("dtype-device", [
             _mha_probe("float64", "float64 inputs and weights", 2, 3, 5, 8, 2, seed=585, dtype="float64"),
+            # Heads of size 6 (sqrt(6) is not exact in float32) and large scores: float32 rounding shows here.
+            _mha_probe("float64-precise", "float64, d_model=12, 2 heads, scores large enough that float32 rounding "
+                       "shows", 2, 3, 5, 12, 2, seed=587, dtype="float64", scale=8.0),
             _mha_probe("meta", "inputs and weights on the meta device", 2, 3, 5, 8, 2, seed=590, device="meta"),
             _mha_probe("meta-masks", "on the meta device, with a bool attn_mask and a key_padding_mask", 2, 3, 5, 8, 2,
                        seed=595, device="meta", attn_mask=random_bool_mask(3, 5, seed=596),

@@ -47,7 +47,7 @@ def _angles(positions, d_model, exponent="2i", multiply=False):
     multiplies the positions by 10000^(2i/d) instead of dividing.
     """
     i = torch.arange(d_model // 2, dtype=torch.float64)
-    power = {"2i": 2 * i / d_model, "i": i / d_model, "column": 2 * i / d_model}[exponent]
+    power = {"2i": 2 * i / d_model, "i": i / d_model, "column": 2 * i / d_model, "zero": 0 * i}[exponent]
     if exponent == "column":
         power = torch.cat([power, (2 * i + 1) / d_model])
     omega = 10000.0 ** power if multiply else 10000.0 ** -power
@@ -82,6 +82,9 @@ SINUSOIDAL_MISTAKES = [
      "torch.arange(0, d_model, 2) / d_model)", _mistaken_encoding(exponent="i")),
     ("the cos column 2i+1 uses its own exponent (2i+1)/d_model: both columns of a pair share the angle "
      "pos / 10000^(2i/d_model)", _mistaken_encoding(exponent="column")),
+    ("the exponent 2i/d_model is 0 for every pair, so every pair turns at the same rate: an integer division "
+     "(2i // d_model) or integer tensors; compute it in floating point, torch.arange(0, d_model, 2) / d_model",
+     _mistaken_encoding(exponent="zero")),
     ("the positions start at 1; they start at 0 (position 0 encodes as [0, 1, 0, 1, ...])",
      _mistaken_encoding(start=1)),
     ("the sines fill the first half of the columns and the cosines the second: they alternate, sin in the "
@@ -113,6 +116,8 @@ class _PositionalEncodingMistake(PositionalEncoding):
             return self.pe[:T]  # (T, C)
         if self.variant == "no_dropout":
             return x + self.pe[:T]  # (B, T, C)
+        if self.variant == "dropout_on_table":
+            return x + self.dropout(self.pe[:T])  # (B, T, C)
         if self.variant == "dropout_first":
             return self.dropout(x) + self.pe[:T]  # (B, T, C)
         raise AssertionError(self.variant)
@@ -134,6 +139,8 @@ POSITIONAL_ENCODING_MISTAKES = [
      "does nothing)", _positional_encoding_mistake("no_dropout")),
     ("dropout is applied to x before the encoding is added; as in the paper and PyTorch, drop out the sum: "
      "self.dropout(x + self.pe[:T])", _positional_encoding_mistake("dropout_first")),
+    ("dropout is applied to the table before it is added; as in the paper and PyTorch, drop out the sum: "
+     "self.dropout(x + self.pe[:T])", _positional_encoding_mistake("dropout_on_table")),
 ]
 TOO_LONG_HINT = ("a sequence longer than max_len must raise ValueError, and one of exactly max_len tokens must not: "
                  "compare T = x.size(1) with max_len before adding (if T > max_len: raise ValueError(...))")

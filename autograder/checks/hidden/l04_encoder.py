@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ...reference import Encoder, EncoderLayer, PositionwiseFeedForward
+from .kinds import activation_not_passed, layers_shared
 from .probes import (ExerciseChecks, Requirement, additive, module_probe, on_device, randn, random_bool_mask,
                      requiring, with_gradients)
 
@@ -145,10 +146,23 @@ class _EncoderLayerMistake(EncoderLayer):
         if v == "dropout_on_sum":
             x1 = norm1(self.dropout(x + attend(x)))
             return norm2(self.dropout(x1 + feed(x1)))
-        x1 = norm1(x + attend(x) if keep_attention else attend(x))
-        fed = feed(x if v == "ff_gets_layer_input" else x1)
+        attended = attend(x)
+        x1 = norm1(x + attended if keep_attention else attended)
+        fed = feed({"ff_gets_layer_input": x, "ff_gets_attention_output": attended}.get(v, x1))
+        if v == "ff_residual_of_attention":
+            return norm2(attended + fed)
         return norm2(x1 + fed if keep_ff else fed)
 
+
+class _EncoderLayerWithoutActivation(EncoderLayer):
+    """The given __init__ edited to build the feed-forward network without `activation`: always ReLU."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
+        super().__init__(d_model, num_heads, d_ff, dropout, norm_first)
+
+
+LAYER_ACTIVATION_HINT = activation_not_passed("the feed-forward network, PositionwiseFeedForward(d_model, d_ff, "
+                                              "dropout, activation)")
 
 RESIDUAL_HINT = "each sublayer's input is added back to its output: post-norm norm(x + sublayer(x)), pre-norm x + sublayer(norm(x))"
 
@@ -169,6 +183,11 @@ ENCODER_LAYER_MISTAKES = [
      "x = x + sublayer(norm(x))", _variant(_EncoderLayerMistake, "residual_of_normalized")),
     ("the LayerNorm is applied to the sublayer's output only (x + norm(sublayer(x))); post-norm normalizes the "
      "sum: norm(x + sublayer(x))", _variant(_EncoderLayerMistake, "norm_sublayer_only")),
+    ("the feed-forward sublayer's residual adds back the attention's output; a residual adds back the sublayer's "
+     "own input, the x it was given: x = norm2(x + ff(x))", _variant(_EncoderLayerMistake, "ff_residual_of_attention")),
+    ("the feed-forward sublayer gets the attention's output alone; it gets x after the attention sublayer's residual "
+     "and norm: x = norm1(x + attention(x)), then norm2(x + ff(x))", _variant(_EncoderLayerMistake,
+                                                                         "ff_gets_attention_output")),
     ("the feed-forward sublayer gets the layer's input; it should get the output of the attention sublayer "
      "(after its residual, and its norm in post-norm)", _variant(_EncoderLayerMistake, "ff_gets_layer_input")),
     ("norm1 is used for both sublayers: the feed-forward sublayer has its own LayerNorm, norm2",
@@ -190,6 +209,7 @@ ENCODER_LAYER_MISTAKES = [
     ("dropout is missing: apply self.dropout to each sublayer's output, before it is added to x",
      _variant(_EncoderLayerMistake, "no_dropout")),
     (DROPOUT_IN_EVAL, _variant(_EncoderLayerMistake, "dropout_in_eval")),
+    (LAYER_ACTIVATION_HINT, _EncoderLayerWithoutActivation),
 ]
 
 
@@ -201,8 +221,12 @@ class _EncoderMistake(Encoder):
         layers = list(self.layers)
         if v == "first_layer_reused":
             layers = [layers[0]] * len(layers)
+        if v == "one_shared_layer":  # [layer] * num_layers: loading the weights leaves the last layer's in it
+            layers = [layers[-1]] * len(layers)
         if v == "layers_reversed":
             layers = layers[::-1]
+        if v == "last_layer_skipped":
+            layers = layers[:-1]
         out = x
         if v == "norm_before_layers" and self.norm is not None:
             out = self.norm(out)
@@ -212,7 +236,8 @@ class _EncoderMistake(Encoder):
             mask = key_padding_mask
             if v == "mask_dropped" or (v == "mask_first_layer_only" and i > 0):
                 mask = None
-            out = layer(x if v == "not_chained" else out, key_padding_mask=mask)  # (B, T, C)
+            out = layer(x if v == "not_chained" else out, key_padding_mask=mask) + (out if v == "residual_around_layers"
+                                                                                 else 0)  # (B, T, C)
             if v == "norm_every_layer" and self.norm is not None:
                 out = self.norm(out)
         if v == "final_norm_always":
@@ -221,6 +246,16 @@ class _EncoderMistake(Encoder):
             return out
         return self.norm(out)
 
+
+class _EncoderWithoutActivation(Encoder):
+    """The given __init__ edited to build the layers without `activation`: always ReLU."""
+
+    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
+        super().__init__(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
+
+
+STACK_ACTIVATION_HINT = activation_not_passed("every layer, EncoderLayer(d_model, num_heads, d_ff, dropout, "
+                                              "norm_first, activation)")
 
 ENCODER_MISTAKES = [
     ("the final LayerNorm of a pre-norm stack is missing: return self.norm(x) when self.norm is not None",
@@ -236,11 +271,17 @@ ENCODER_MISTAKES = [
      _variant(_EncoderMistake, "mask_first_layer_only")),
     ("the first layer is used for every step: loop over self.layers, each layer has its own weights",
      _variant(_EncoderMistake, "first_layer_reused")),
+    (layers_shared("EncoderLayer"), _variant(_EncoderMistake, "one_shared_layer")),
+    ("the last layer is skipped: run every layer, for layer in self.layers (range(len(self.layers) - 1) stops one "
+     "short)", _variant(_EncoderMistake, "last_layer_skipped")),
+    ("the stack adds each layer's input back to its output (x = x + layer(x)): each layer has its residual "
+     "connections inside, so x = layer(x)", _variant(_EncoderMistake, "residual_around_layers")),
     ("the layers run in reverse order: self.layers[0] comes first", _variant(_EncoderMistake, "layers_reversed")),
     ("every layer gets the encoder's input: feed each layer's output to the next layer",
      _variant(_EncoderMistake, "not_chained")),
     ("the encoder applies dropout to its input: the stack adds no dropout of its own (each layer has its own, and "
      "the dropout on the embeddings belongs to the model, lesson 06)", _variant(_EncoderMistake, "input_dropout")),
+    (STACK_ACTIVATION_HINT, _EncoderWithoutActivation),
 ]
 
 
@@ -353,7 +394,7 @@ def feed_forward_hidden_probes(devices=("cpu",)):
 
 # ----------------------------------------------------------------------------- EncoderLayer
 def _encoder_layer_probe(id, title, B, T, d_model=D_MODEL, heads=HEADS, d_ff=D_FF, norm_first=False, lengths=None,
-                         attn_mask=None, dropout=None, seed=0, dtype="float32", **extra):
+                         attn_mask=None, dropout=None, activation=None, seed=0, dtype="float32", **extra):
     x = randn(B, T, d_model, seed=seed + 100, dtype=dtype)
     kwargs = {}
     if lengths is not None:
@@ -363,6 +404,8 @@ def _encoder_layer_probe(id, title, B, T, d_model=D_MODEL, heads=HEADS, d_ff=D_F
     init = {"norm_first": norm_first}
     if dropout is not None:
         init["dropout"] = dropout
+    if activation is not None:
+        init["activation"] = activation
     return module_probe(id, title, EncoderLayer, (d_model, heads, d_ff), init, (x,), kwargs, seed=seed, dtype=dtype,
                         output_names=("output",), **extra)
 
@@ -375,6 +418,8 @@ ENCODER_LAYER_REQUIREMENTS = (
                          "together"),
     Requirement("dropout", "applies self.dropout to each sublayer's output before the residual sum: off in eval "
                            "mode, where PyTorch drops in training mode"),
+    Requirement("activation", 'builds its feed-forward network with `activation`, as the given __init__ does: '
+                              'activation="gelu" gives GELU', 0.5),
     Requirement("dtype-device", "follows the dtype (float64) and device (meta) of its input and weights", 0.5),
     Requirement("gradients", "is differentiable: gradients reach the input and every weight", 0.5),
 )
@@ -411,6 +456,9 @@ def encoder_layer_public_probes():
             _encoder_layer_probe("dropout-eval", "dropout=1.0 in eval mode: dropout is off", 2, 4, dropout=1.0, seed=8),
             _encoder_layer_probe("dropout-train", "dropout=1.0 in training mode: every dropped value is zero", 2, 4,
                                  dropout=1.0, seed=9, training=True),
+        ]),
+        *requiring("activation", [
+            _encoder_layer_probe("gelu", 'activation="gelu", batch 2, 4 tokens', 2, 4, activation="gelu", seed=16),
         ]),
         *requiring("dtype-device", [
             _encoder_layer_probe("float64", "float64 input and weights", 2, 4, seed=10, dtype="float64"),
@@ -453,6 +501,10 @@ def encoder_layer_hidden_probes(devices=("cpu",)):
             _encoder_layer_probe("dropout-train-2", "dropout=1.0 in training mode, batch 3, 5 tokens", 3, 5,
                                  dropout=1.0, seed=30, training=True),
         ]),
+        *requiring("activation", [
+            _encoder_layer_probe("gelu-wide", 'activation="gelu", batch 3, 5 tokens, d_model=16, 4 heads', 3, 5, 16, 4,
+                                 32, activation="gelu", seed=37),
+        ]),
         *requiring("dtype-device", [
             _encoder_layer_probe("float64-2", "float64, batch 3, 6 tokens, d_model=16, 4 heads", 3, 6, 16, 4, 32,
                                  seed=31, dtype="float64"),
@@ -470,12 +522,14 @@ def encoder_layer_hidden_probes(devices=("cpu",)):
 
 # ----------------------------------------------------------------------------- Encoder
 def _encoder_probe(id, title, B, T, num_layers=2, d_model=D_MODEL, heads=HEADS, d_ff=D_FF, norm_first=False,
-                   lengths=None, dropout=None, seed=0, dtype="float32", **extra):
+                   lengths=None, dropout=None, activation=None, seed=0, dtype="float32", **extra):
     x = randn(B, T, d_model, seed=seed + 100, dtype=dtype)
     kwargs = {} if lengths is None else {"key_padding_mask": _padding(lengths, T)}
     init = {"norm_first": norm_first}
     if dropout is not None:
         init["dropout"] = dropout
+    if activation is not None:
+        init["activation"] = activation
     return module_probe(id, title, Encoder, (num_layers, d_model, heads, d_ff), init, (x,), kwargs, seed=seed,
                         dtype=dtype, output_names=("output",), **extra)
 
@@ -487,6 +541,8 @@ ENCODER_REQUIREMENTS = (
     Requirement("padding", "gives key_padding_mask to every layer"),
     Requirement("dropout", "adds no dropout of its own (its layers have theirs): off in eval mode, where PyTorch "
                            "drops in training mode", 0.5),
+    Requirement("activation", 'builds every layer with `activation`, as the given __init__ does: activation="gelu" '
+                              "reaches each layer's feed-forward network", 0.5),
     Requirement("dtype-device", "follows the dtype (float64) and device (meta) of its input and weights", 0.5),
     Requirement("gradients", "is differentiable: gradients reach the input and every weight", 0.5),
 )
@@ -504,6 +560,9 @@ def encoder_public_probes():
             _encoder_probe("dropout-eval", "dropout=1.0 in eval mode: dropout is off", 2, 4, dropout=1.0, seed=4),
             _encoder_probe("dropout-train", "dropout=1.0 in training mode: every dropped value is zero", 2, 4,
                            dropout=1.0, seed=5, training=True),
+        ]),
+        *requiring("activation", [
+            _encoder_probe("gelu", 'activation="gelu": 2 layers, batch 2, 4 tokens', 2, 4, activation="gelu", seed=10),
         ]),
         *requiring("dtype-device", [
             _encoder_probe("float64", "float64 input and weights", 2, 4, seed=6, dtype="float64"),
@@ -537,6 +596,10 @@ def encoder_hidden_probes(devices=("cpu",)):
                            seed=27),
             _encoder_probe("dropout-train-2", "dropout=1.0 in training mode, 3 layers", 3, 5, num_layers=3,
                            dropout=1.0, seed=28, training=True),
+        ]),
+        *requiring("activation", [
+            _encoder_probe("gelu-3-layers", 'activation="gelu", 3 layers, batch 3, 5 tokens', 3, 5, num_layers=3,
+                           activation="gelu", seed=34),
         ]),
         *requiring("dtype-device", [
             _encoder_probe("float64-2", "float64, d_model=16, 4 heads", 2, 6, 2, 16, 4, 32, seed=29, dtype="float64"),

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ...reference import Decoder, DecoderLayer, causal_mask, padding_mask
+from .kinds import activation_not_passed, layers_shared, sublayer_reused
 from .probes import (ExerciseChecks, Requirement, additive, function_probe, module_probe, on_device, randn,
                      requiring, with_gradients)
 
@@ -143,12 +144,14 @@ class _DecoderLayerMistake(DecoderLayer):
         layer_input = x
 
         def attend(h):
-            out, _ = self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
-                                    need_weights=False)
+            attention = self.cross_attn if v == "self_uses_cross_attn" else self.self_attn
+            out, _ = attention(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask, need_weights=False)
             return out if v in ("no_self_dropout", "no_dropout") else drop(out)  # (B, T, C)
 
         def cross(h):
             keys = self.norm2(memory) if v == "memory_normalized" else memory
+            if v == "cross_reads_x":
+                keys = h
             if v == "cross_gets_layer_input":
                 h = layer_input
             if v == "memory_as_query":
@@ -156,8 +159,9 @@ class _DecoderLayerMistake(DecoderLayer):
             elif v == "plain_softmax":
                 out = _nan_attention(self.cross_attn, h, keys, memory_key_padding_mask)
             else:
-                out, _ = self.cross_attn(h, keys, keys, key_padding_mask=memory_key_padding_mask,
-                                         attn_mask=tgt_mask if v == "tgt_mask_in_cross" else None, need_weights=False)
+                attention = self.self_attn if v == "cross_uses_self_attn" else self.cross_attn
+                out, _ = attention(h, keys, keys, key_padding_mask=memory_key_padding_mask,
+                                   attn_mask=tgt_mask if v == "tgt_mask_in_cross" else None, need_weights=False)
             return out if v in ("no_cross_dropout", "no_dropout") else drop(out)  # (B, T, C)
 
         def feed(h):
@@ -190,6 +194,16 @@ class _DecoderLayerMistake(DecoderLayer):
         return x  # (B, T, C)
 
 
+class _DecoderLayerWithoutActivation(DecoderLayer):
+    """The given __init__ edited to build the feed-forward network without `activation`: always ReLU."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
+        super().__init__(d_model, num_heads, d_ff, dropout, norm_first)
+
+
+LAYER_ACTIVATION_HINT = activation_not_passed("the feed-forward network, PositionwiseFeedForward(d_model, d_ff, "
+                                              "dropout, activation)")
+
 RESIDUAL_HINT = ("each sublayer's input is added back to its output: post-norm norm(x + sublayer(x)), pre-norm "
                  "x + sublayer(norm(x))")
 
@@ -198,6 +212,8 @@ DECODER_LAYER_MISTAKES = [
      _variant(_DecoderLayerMistake, "infers_causal_mask")),
     ("tgt_mask is not passed to self-attention: without the causal mask every position sees the future",
      _variant(_DecoderLayerMistake, "tgt_mask_dropped")),
+    ("cross-attention attends to the decoder's own states; its keys and values are the encoder's output: "
+     "cross_attn(x, memory, memory)", _variant(_DecoderLayerMistake, "cross_reads_x")),
     ("cross-attention takes its queries from memory; the queries come from the decoder (x), the keys and values "
      "from memory: cross_attn(x, memory, memory)", _variant(_DecoderLayerMistake, "memory_as_query")),
     ("the padding masks are swapped: tgt_key_padding_mask belongs to self-attention, memory_key_padding_mask to "
@@ -248,6 +264,11 @@ DECODER_LAYER_MISTAKES = [
      _variant(_DecoderLayerMistake, "no_dropout")),
     ("dropout is applied in eval mode too: call self.dropout (an nn.Dropout, which is off in eval mode), or pass "
      "training=self.training to F.dropout", _variant(_DecoderLayerMistake, "dropout_in_eval")),
+    (sublayer_reused("cross-attention", "self_attn", "cross_attn"), _variant(_DecoderLayerMistake,
+                                                                             "cross_uses_self_attn")),
+    (sublayer_reused("self-attention", "cross_attn", "self_attn"), _variant(_DecoderLayerMistake,
+                                                                            "self_uses_cross_attn")),
+    (LAYER_ACTIVATION_HINT, _DecoderLayerWithoutActivation),
 ]
 
 
@@ -259,8 +280,12 @@ class _DecoderMistake(Decoder):
         layers = list(self.layers)
         if v == "first_layer_reused":
             layers = [layers[0]] * len(layers)
+        if v == "one_shared_layer":  # [layer] * num_layers: loading the weights leaves the last layer's in it
+            layers = [layers[-1]] * len(layers)
         if v == "layers_reversed":
             layers = layers[::-1]
+        if v == "last_layer_skipped":
+            layers = layers[:-1]
         if v == "tgt_mask_dropped":
             tgt_mask = None
         if v == "tgt_padding_dropped":
@@ -269,6 +294,8 @@ class _DecoderMistake(Decoder):
             memory_key_padding_mask = None
         if v == "padding_masks_swapped":
             tgt_key_padding_mask, memory_key_padding_mask = memory_key_padding_mask, tgt_key_padding_mask
+        if v == "target_padding_as_memory":
+            memory_key_padding_mask = tgt_key_padding_mask
         out = x
         if v == "norm_before_layers" and self.norm is not None:
             out = self.norm(out)
@@ -279,7 +306,8 @@ class _DecoderMistake(Decoder):
             if v == "masks_first_layer_only" and i > 0:
                 masks = (None, None, None)
             source = x if v == "x_as_memory" else memory
-            out = layer(x if v == "not_chained" else out, source, *masks)  # (B, T, C)
+            out = layer(x if v == "not_chained" else out, source, *masks) + (out if v == "residual_around_layers"
+                                                                             else 0)  # (B, T, C)
             if v == "memory_updated":
                 memory = out
             if v == "norm_every_layer" and self.norm is not None:
@@ -290,6 +318,21 @@ class _DecoderMistake(Decoder):
             return out
         return self.norm(out)
 
+
+class _DecoderWithoutActivation(Decoder):
+    """The given __init__ edited to build the layers without `activation`: always ReLU."""
+
+    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.0, norm_first=False, activation="relu"):
+        super().__init__(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
+
+
+STACK_ACTIVATION_HINT = activation_not_passed("every layer, DecoderLayer(d_model, num_heads, d_ff, dropout, "
+                                              "norm_first, activation)")
+
+# Both raise the same error wherever only the target is padded: one hint names both.
+MASKS_OUT_OF_PLACE = ("the padding masks are not each in its place: passed in each other's places, or the target's "
+                      "(tgt_key_padding_mask) given as memory_key_padding_mask too; a layer takes (x, memory, tgt_mask, "
+                      "tgt_key_padding_mask, memory_key_padding_mask): pass each by keyword")
 
 DECODER_MISTAKES = [
     ("the final LayerNorm of a pre-norm stack is missing: return self.norm(x) when self.norm is not None",
@@ -304,13 +347,17 @@ DECODER_MISTAKES = [
      _variant(_DecoderMistake, "tgt_mask_dropped")),
     ("memory_key_padding_mask is not passed on to the layers", _variant(_DecoderMistake, "memory_padding_dropped")),
     ("tgt_key_padding_mask is not passed on to the layers", _variant(_DecoderMistake, "tgt_padding_dropped")),
-    ("the padding masks are passed in each other's places: a layer takes (x, memory, tgt_mask, "
-     "tgt_key_padding_mask, memory_key_padding_mask); pass them by keyword", _variant(_DecoderMistake,
-                                                                                   "padding_masks_swapped")),
+    (MASKS_OUT_OF_PLACE, _variant(_DecoderMistake, "padding_masks_swapped")),
+    (MASKS_OUT_OF_PLACE, _variant(_DecoderMistake, "target_padding_as_memory")),
     ("the masks are passed on to the first layer only: every layer needs tgt_mask and both padding masks",
      _variant(_DecoderMistake, "masks_first_layer_only")),
     ("the first layer is used for every step: loop over self.layers, each layer has its own weights",
      _variant(_DecoderMistake, "first_layer_reused")),
+    (layers_shared("DecoderLayer"), _variant(_DecoderMistake, "one_shared_layer")),
+    ("the last layer is skipped: run every layer, for layer in self.layers (range(len(self.layers) - 1) stops one "
+     "short)", _variant(_DecoderMistake, "last_layer_skipped")),
+    ("the stack adds each layer's input back to its output (x = x + layer(x, memory, ...)): each layer has its "
+     "residual connections inside, so x = layer(x, memory, ...)", _variant(_DecoderMistake, "residual_around_layers")),
     ("the layers run in reverse order: self.layers[0] comes first", _variant(_DecoderMistake, "layers_reversed")),
     ("every layer gets the decoder's input: feed each layer's output to the next layer",
      _variant(_DecoderMistake, "not_chained")),
@@ -320,6 +367,7 @@ DECODER_MISTAKES = [
      _variant(_DecoderMistake, "memory_updated")),
     ("the decoder applies dropout to its input: the stack adds no dropout of its own (each layer has its own, and "
      "the dropout on the embeddings belongs to the model, lesson 06)", _variant(_DecoderMistake, "input_dropout")),
+    (STACK_ACTIVATION_HINT, _DecoderWithoutActivation),
 ]
 
 
@@ -438,6 +486,10 @@ def _stack_probe(module_class, init_args, id, title, B, L, S, d_model, norm_firs
     init = {"norm_first": norm_first}
     if dropout is not None:
         init["dropout"] = dropout
+    extra = dict(extra)
+    activation = extra.pop("activation", None)
+    if activation is not None:
+        init["activation"] = activation
     return module_probe(id, title, module_class, init_args, init, (x, memory), kwargs, seed=seed, dtype=dtype,
                         output_names=("output",), **extra)
 
@@ -459,6 +511,8 @@ DECODER_LAYER_REQUIREMENTS = (
                          "all padding gives a finite output", 1.5),
     Requirement("dropout", "applies self.dropout to each sublayer's output before the residual sum: off in eval "
                            "mode, where PyTorch drops in training mode"),
+    Requirement("activation", 'builds its feed-forward network with `activation`, as the given __init__ does: '
+                              'activation="gelu" gives GELU', 0.5),
     Requirement("dtype-device", "follows the dtype (float64) and device (meta) of its inputs and weights", 0.5),
     Requirement("gradients", "is differentiable: gradients reach x, memory and every weight", 0.5),
 )
@@ -495,6 +549,10 @@ def decoder_layer_public_probes():
                                  seed=11),
             _decoder_layer_probe("dropout-train", "dropout=1.0 in training mode: every dropped value is zero", 2, 4, 5,
                                  dropout=1.0, seed=12, training=True),
+        ]),
+        *requiring("activation", [
+            _decoder_layer_probe("gelu", 'activation="gelu", 4 targets, 5 memory positions', 2, 4, 5,
+                                 activation="gelu", seed=17),
         ]),
         *requiring("dtype-device", [
             _decoder_layer_probe("float64", "float64 inputs and weights", 2, 4, 5, seed=13, dtype="float64"),
@@ -542,6 +600,10 @@ def decoder_layer_hidden_probes(devices=("cpu",)):
             _decoder_layer_probe("dropout-train-2", "dropout=1.0 in training mode, batch 3", 3, 5, 4, dropout=1.0,
                                  seed=33, training=True),
         ]),
+        *requiring("activation", [
+            _decoder_layer_probe("gelu-wide", 'activation="gelu", d_model=16, 4 heads, 5 targets, 6 memory positions',
+                                 3, 5, 6, 16, 4, 32, activation="gelu", seed=39),
+        ]),
         *requiring("dtype-device", [
             _decoder_layer_probe("float64-2", "float64, d_model=16, 4 heads", 2, 5, 6, 16, 4, 32, seed=34,
                                  dtype="float64"),
@@ -572,6 +634,8 @@ DECODER_REQUIREMENTS = (
                          "its place"),
     Requirement("dropout", "adds no dropout of its own (its layers have theirs): off in eval mode, where PyTorch "
                            "drops in training mode", 0.5),
+    Requirement("activation", 'builds every layer with `activation`, as the given __init__ does: activation="gelu" '
+                              "reaches each layer's feed-forward network", 0.5),
     Requirement("dtype-device", "follows the dtype (float64) and device (meta) of its inputs and weights", 0.5),
     Requirement("gradients", "is differentiable: gradients reach x, memory and every weight", 0.5),
 )
@@ -602,6 +666,10 @@ def decoder_public_probes():
             _decoder_probe("dropout-eval", "dropout=1.0 in eval mode: dropout is off", 2, 4, 5, dropout=1.0, seed=8),
             _decoder_probe("dropout-train", "dropout=1.0 in training mode: every dropped value is zero", 2, 4, 5,
                            dropout=1.0, seed=9, training=True),
+        ]),
+        *requiring("activation", [
+            _decoder_probe("gelu", 'activation="gelu": 2 layers, 4 targets, 5 memory positions', 2, 4, 5,
+                           activation="gelu", seed=14),
         ]),
         *requiring("dtype-device", [
             _decoder_probe("float64", "float64 inputs and weights", 2, 4, 5, seed=10, dtype="float64"),
@@ -642,6 +710,10 @@ def decoder_hidden_probes(devices=("cpu",)):
                            seed=30),
             _decoder_probe("dropout-train-2", "dropout=1.0 in training mode, 3 layers", 3, 4, 5, num_layers=3,
                            dropout=1.0, seed=31, training=True),
+        ]),
+        *requiring("activation", [
+            _decoder_probe("gelu-3-layers", 'activation="gelu", 3 layers, batch 3', 3, 5, 4, num_layers=3,
+                           activation="gelu", seed=37),
         ]),
         *requiring("dtype-device", [
             _decoder_probe("float64-2", "float64, d_model=16, 4 heads", 2, 4, 5, 2, 16, 4, 32, seed=32,

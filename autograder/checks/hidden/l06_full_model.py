@@ -21,10 +21,12 @@ produces), so greedy_decode's device is not checked (the lesson says so).
 """
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ...reference import Transformer, causal_mask, count_parameters, greedy_decode, noam_lr
 from ..properties import FIXTURE_HINTS
+from .kinds import activation_not_passed, reusing, sublayer_reused
 from .probes import ExerciseChecks, Requirement, function_probe, module_probe, on_device, randn, requiring, with_gradients
 
 # The plain case: two post-norm layers (so that a stack cut short shows), no dropout, no masks.
@@ -75,6 +77,8 @@ class _TransformerMistake(Transformer):
         if self.variant != "no_source_positions":
             x = self._positions(x)
         mask = None if self.variant == "src_mask_dropped" else src_key_padding_mask
+        if self.variant == "target_mask_to_encoder":
+            mask = getattr(self, "_target_mask", mask)
         mask = self._inferred(src, mask, ("infer_src", "infer_src_encoder"))
         return self._stack(self.encoder, x, key_padding_mask=mask)  # (B, S, C)
 
@@ -82,7 +86,8 @@ class _TransformerMistake(Transformer):
         y = self.tgt_embed.embedding(tgt) if self.variant == "unscaled" else self.tgt_embed(tgt)  # (B, T, C)
         if self.variant != "no_target_positions":
             y = self._positions(y)
-        mask = None if self.variant == "no_causal_mask" else causal_mask(tgt.size(1), device=tgt.device)  # (T, T)
+        length = tgt.size(0) if self.variant == "causal_over_batch" else tgt.size(1)
+        mask = None if self.variant == "no_causal_mask" else causal_mask(length, device=tgt.device)  # (T, T)
         if self.variant == "keep_mask":
             mask = ~mask
         tgt_mask = None if self.variant == "tgt_mask_dropped" else self._inferred(tgt, tgt_key_padding_mask,
@@ -91,8 +96,11 @@ class _TransformerMistake(Transformer):
         return self.generator(hidden) if self.variant == "generator_in_decode" else hidden
 
     def forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+        self._target_mask = tgt_key_padding_mask  # what a forward that encodes with the target's mask passes
         memory = self.encode(src, src_key_padding_mask)  # (B, S, C)
         memory_mask = None if self.variant == "memory_mask_dropped" else src_key_padding_mask
+        if self.variant == "target_mask_as_memory":
+            memory_mask = tgt_key_padding_mask
         memory_mask = self._inferred(src, memory_mask, ("infer_src", "infer_memory"))
         hidden = self.decode(tgt, memory, tgt_key_padding_mask, memory_mask)  # (B, T, C)
         if self.variant == "generator_in_decode":
@@ -100,6 +108,38 @@ class _TransformerMistake(Transformer):
         logits = self.generator(hidden)  # (B, T, V)
         return logits.softmax(dim=-1) if self.variant == "softmax" else logits
 
+
+class _TransformerWithoutActivation(Transformer):
+    """The given __init__ edited so that `activation` misses the stacks named in ``missing``: their layers use ReLU."""
+
+    missing = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for stack in self.missing:
+            for layer in getattr(self, stack).layers:
+                layer.ff.activation = F.relu  # what a layer built without activation uses
+
+
+def _without_activation(*missing):
+    return type(f"Transformer_without_activation_in_{'_'.join(missing)}", (_TransformerWithoutActivation,),
+                {"missing": missing})
+
+
+ACTIVATION_HINTS = {
+    ("encoder", "decoder"): activation_not_passed("the encoder and the decoder, Encoder(..., norm_first, activation) "
+                                                  "and Decoder(..., norm_first, activation)"),
+    ("encoder",): activation_not_passed("the encoder, Encoder(..., norm_first, activation)"),
+    ("decoder",): activation_not_passed("the decoder, Decoder(..., norm_first, activation)"),
+}
+SHARED_VOCABULARY_HINT = ("share_embeddings=True needs one vocabulary: one matrix cannot be both embeddings and the "
+                          "generator when src_vocab_size != tgt_vocab_size, so the given __init__ raises a ValueError "
+                          "then; keep that check")
+
+# The two raise the same error (a (B, T) mask over S keys), so one hint names both.
+TARGET_MASK_FOR_SOURCE = ("forward gives the target's padding mask where the source's belongs (to encode, or to "
+                          "decode as memory_key_padding_mask): the memory is the encoded source, so "
+                          "src_key_padding_mask goes to encode and, as memory_key_padding_mask, to decode")
 
 INFERRED = ("masks are never inferred: a padding mask is used only when it is passed, so with none a token equal "
             "to pad_id is attended to like any other. ")
@@ -140,6 +180,13 @@ TRANSFORMER_MISTAKES = [
     ("the positional encoding is added without its dropout: call self.pos_enc(x), which adds pe[:T] and then "
      "applies dropout (in training mode), rather than adding self.pos_enc.pe yourself",
      _variant(_TransformerMistake, "pe_without_dropout")),
+    *[(hint, _without_activation(*missing)) for missing, hint in ACTIVATION_HINTS.items()],
+    ("the causal mask is built over the batch size: it is (T, T) with T = tgt.size(1), the target's length",
+     _variant(_TransformerMistake, "causal_over_batch")),
+    (TARGET_MASK_FOR_SOURCE, _variant(_TransformerMistake, "target_mask_as_memory")),
+    (TARGET_MASK_FOR_SOURCE, _variant(_TransformerMistake, "target_mask_to_encoder")),
+    (sublayer_reused("encode", "tgt_embed", "src_embed"), reusing(Transformer, "src_embed", "tgt_embed")),
+    (sublayer_reused("decode", "src_embed", "tgt_embed"), reusing(Transformer, "tgt_embed", "src_embed")),
 ]
 
 
@@ -200,6 +247,16 @@ def _one_matrix_probe(id, title, B, S, T, vocab, seed, config=None):
     return dict(probe, construct=dict(probe["construct"], state_dict=state_dict))
 
 
+def _unequal_vocabularies_probe(id, title, vocab, seed, config=None):
+    """share_embeddings=True over vocabularies of two sizes: the given __init__ raises ValueError, so the probe
+    holds no weights (the reference can't be built)."""
+    config = dict(PLAIN, **(config or {}), share_embeddings=True)
+    src, tgt = _tokens(2, 5, vocab[0], seed + 100), _tokens(2, 4, vocab[1], seed + 200)
+    return {"id": id, "title": title, "construct": {"args": list(vocab), "kwargs": config, "state_dict": None},
+            "method": "forward", "args": [src, tgt], "kwargs": {}, "dtype": "float32", "output_names": ["logits"],
+            "hint": SHARED_VOCABULARY_HINT}
+
+
 def _pad_tokens_probe(id, title, B, S, T, seed, side, pad_id=0, config=None):
     """Tokens equal to pad_id on one ``side`` ("source" or "target"), and no mask passed: none may be inferred."""
     probe = _transformer_probe(id, title, B, S, T, config=dict(config or {}, pad_id=pad_id), seed=seed)
@@ -223,6 +280,10 @@ TRANSFORMER_REQUIREMENTS = (
     Requirement("masks-not-inferred", "masks are never inferred: with no mask passed, tokens equal to pad_id are "
                                       "attended to like any other"),
     Requirement("shared", "with share_embeddings=True the two embeddings and the generator are one matrix"),
+    Requirement("one-vocabulary", "share_embeddings=True over vocabularies of different sizes raises ValueError, as "
+                                  "the given __init__ does", 0.5),
+    Requirement("activation", 'passes `activation` on to the encoder and the decoder, as the given __init__ does: '
+                              'activation="gelu" reaches every layer', 0.5),
     Requirement("norm-first", "works as a pre-norm model (norm_first=True), final LayerNorms included", 0.5),
     Requirement("dropout", "dropout is off in eval mode whatever its rate; in training mode it is applied where "
                            "PyTorch applies it, after the positional encoding and inside the layers"),
@@ -267,6 +328,13 @@ def transformer_public_probes():
         *requiring("shared", [
             _one_matrix_probe("shared", "share_embeddings=True: the embeddings and the generator are one matrix",
                               2, 5, 4, vocab=11, seed=11),
+        ]),
+        *requiring("one-vocabulary", [
+            _unequal_vocabularies_probe("shared-unequal", "share_embeddings=True over vocabularies of 11 and 13 "
+                                        "tokens raises ValueError", (11, 13), seed=19),
+        ]),
+        *requiring("activation", [
+            _transformer_probe("gelu", 'forward, activation="gelu"', 2, 5, 4, config={"activation": "gelu"}, seed=20),
         ]),
         *requiring("norm-first", [
             _transformer_probe("pre-norm", "forward, pre-norm (norm_first=True)", 2, 5, 4,
@@ -332,6 +400,14 @@ def transformer_hidden_probes(devices=("cpu",)):
         *requiring("shared", [
             _one_matrix_probe("shared-wide", "share_embeddings=True, d_model=16, vocabulary 13", 3, 6, 4, vocab=13,
                               seed=43, config=WIDER),
+        ]),
+        *requiring("one-vocabulary", [
+            _unequal_vocabularies_probe("shared-unequal-wide", "share_embeddings=True, d_model=16, vocabularies of 13 "
+                                        "and 7 tokens", (13, 7), seed=52, config=WIDER),
+        ]),
+        *requiring("activation", [
+            _transformer_probe("gelu-wide", 'forward, activation="gelu", d_model=16, batch 3', 3, 6, 5,
+                               config=dict(WIDER, activation="gelu"), seed=53),
         ]),
         *requiring("norm-first", [
             _transformer_probe("pre-norm-wide", "pre-norm, d_model=16, batch 3", 3, 6, 5,
@@ -473,7 +549,9 @@ def _noam_tensor(step, d_model, warmup):
 NOAM_LR_MISTAKES = [
     ("step**0.5 where the formula has step**-0.5: after warmup the rate must decay as 1/sqrt(step)",
      _noam_root_of_step),
-    ("max where the formula has min: the rate is the smaller of the two terms", _noam_max),
+    # warmup**1.5 for warmup**-1.5 gives what max() gives wherever it is wrong (during warmup): one hint names both.
+    ("max where the formula has min (or warmup**1.5 where it has warmup**-1.5, which makes min pick the same term): "
+     "the rate is the smaller of the two terms, step * warmup**-1.5 during warmup", _noam_max),
     ("the warmup term uses warmup**-0.5; it is step * warmup**-1.5", _noam_root_of_warmup),
     ("the factor d_model**-0.5 is missing", _noam_no_d_model),
     ("d_model**0.5 where the formula has d_model**-0.5", _noam_root_of_d_model),
