@@ -15,6 +15,7 @@ LESSON``, which ``run_autograder`` calls in the container) grades the notebook i
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -29,8 +30,11 @@ from .release import LESSON_TOOLS, PACKAGE, REPO, STUDENT_FILES, pinned_lines, r
 # What the grader's machine needs: torch and numpy for the checks, and what the lessons' setup
 # cells import (matplotlib; tqdm through lesson 06's training code). Pinned as in requirements.txt.
 GRADER_PACKAGES = ("torch", "numpy", "matplotlib", "tqdm")
-# The grader's own modules beyond a student's subset: the hidden checks' shared parts and this file.
-GRADER_FILES = ("gradescope.py", "checks/hidden/__init__.py", "checks/hidden/probes.py", "checks/hidden/callees.py")
+# The grader's own modules beyond a student's subset: this file and the hidden checks' shared parts (every
+# module of checks/hidden/ but the lessons' own, l<lesson>.py, of which the zip holds its lesson's alone, and
+# the builder of the stored data).
+GRADER_FILES = ("gradescope.py", *sorted(f"checks/hidden/{path.name}" for path in (PACKAGE / "checks" / "hidden").glob("*.py")
+                                         if not re.match(r"l\d\d_", path.name) and path.name != "build_data.py"))
 VISIBILITIES = ("visible", "after_published")
 DEFAULT_ROOT = "/autograder"
 

@@ -30,7 +30,7 @@ import pytest
 from autograder.__main__ import main
 from autograder.grading.grade import grade
 from autograder.release import REPO
-from tests.adversarial import LESSON, Context, all_cases, build_sheet, changes, expectations, sheets, snapshot
+from tests.adversarial import LESSON, AtMost, Context, all_cases, build_sheet, changes, expectations, sheets, snapshot
 
 CASES = all_cases()
 SHEETS = sheets(CASES)
@@ -180,8 +180,10 @@ def _judge(case, sheet, outcome):
             problems.append(f"expected a one-line error saying {case.error!r}, got {outcome.stderr!r}")
     for name, (points, phrases) in expectations(case, sheet).items():
         messages = outcome.messages.get(name, [])
-        if outcome.scores.get(name) != points:
-            problems.append(f"{name} scored {outcome.scores.get(name)}, deserves {points}; messages: {messages}")
+        score = outcome.scores.get(name)
+        if not (score is not None and score <= points) if isinstance(points, AtMost) else score != points:
+            problems.append(f"{name} scored {score}, deserves {'at most ' if isinstance(points, AtMost) else ''}"
+                            f"{points}; messages: {messages}")
         text = "\n".join(messages).lower()
         missing = [phrase for phrase in phrases if phrase.lower() not in text]
         if missing:

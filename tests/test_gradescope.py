@@ -26,6 +26,7 @@ from autograder.curriculum import LESSONS
 from autograder.gradescope import build_zip
 from autograder.grading import sandbox
 from autograder.lessons import REPO, source_notebook
+from tests.adversarial import WRONG_SDPA_EARNS
 from tests.nbcells import cell_with_id, solution_code
 
 LESSON = LESSONS["01_self_attention"]
@@ -62,9 +63,9 @@ results = pathlib.Path(RESULTS)
 
 SUBMISSIONS = {  # name: (answers, expected score per exercise)
     "correct": ("solution", POINTS),
-    "buggy": (BUGGY, {"scaled_dot_product_attention": 0, "SelfAttention": POINTS["SelfAttention"]}),
+    "buggy": (BUGGY, {"scaled_dot_product_attention": WRONG_SDPA_EARNS, "SelfAttention": POINTS["SelfAttention"]}),
     "stub": ("stubs", {name: 0 for name in POINTS}),
-    "hostile": (HOSTILE, {"scaled_dot_product_attention": 0, "SelfAttention": POINTS["SelfAttention"]}),
+    "hostile": (HOSTILE, {"scaled_dot_product_attention": WRONG_SDPA_EARNS, "SelfAttention": POINTS["SelfAttention"]}),
 }
 
 

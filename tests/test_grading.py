@@ -122,7 +122,7 @@ def test_the_cli_prints_json_keyed_by_exercise(tmp_path):
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert set(report) == {"scaled_dot_product_attention", "SelfAttention"}
-    assert report["scaled_dot_product_attention"] == {"score": 6, "max": 6, "messages": ["passes all 11 public checks"]}
+    assert report["scaled_dot_product_attention"] == {"score": 6, "max": 6, "messages": ["passes all 12 public checks"]}
     assert report["SelfAttention"]["score"] == 0 and report["SelfAttention"]["max"] == 4
     assert any("weights has shape" in m for m in report["SelfAttention"]["messages"])
 

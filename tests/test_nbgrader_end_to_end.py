@@ -21,6 +21,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.curriculum import LESSONS
 from autograder.lessons import IGNORED, REPO, source_notebook
+from tests.adversarial import WRONG_SA_EARNS
 from tests.nbcells import cell_with_id, solution_code
 
 LESSON = LESSONS["01_self_attention"]
@@ -48,7 +49,7 @@ STUDENTS = {
     "bo": ("the untouched stubs", {f"test_{e.name}": 0 for e in LESSON.exercises}),
     "cy": ("a right attention function, a SelfAttention without out_proj, its test cell deleted",
            {"test_scaled_dot_product_attention": LESSON.exercise("scaled_dot_product_attention").points,
-            "test_SelfAttention": 0}),
+            "test_SelfAttention": WRONG_SA_EARNS}),
 }
 
 

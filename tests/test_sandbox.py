@@ -25,7 +25,7 @@ from autograder.grading import sandbox
 from autograder.grading.grade import grade
 from autograder.grading.sandbox import confine, readback
 from autograder.release import REPO
-from tests.adversarial import (CORRECT_SA, CORRECT_SDPA, SDPA, SA, answer, lesson_notebook, write)
+from tests.adversarial import (CORRECT_SA, CORRECT_SDPA, SDPA, SA, WRONG_SDPA_EARNS, answer, lesson_notebook, write)
 
 LESSON = LESSONS["01_self_attention"]
 AS_ROOT = os.geteuid() == 0
@@ -210,7 +210,7 @@ def test_grading_in_a_container_without_cap_sys_admin(tmp_path):
     path = _privilege_probe(tmp_path)
     report = _cli_grade(path, wrapper=("setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", "--"))
     assert report[SA]["score"] == 4, report[SA]
-    assert report[SDPA]["score"] == 0 and any("FileNotFoundError" in m for m in report[SDPA]["messages"]), report[SDPA]
+    assert report[SDPA]["score"] == WRONG_SDPA_EARNS and any("FileNotFoundError" in m for m in report[SDPA]["messages"]), report[SDPA]
 
 
 # In a mount namespace of its own, each folder of EXPOSE (colon-separated: the checkout, Python's environment
@@ -270,7 +270,7 @@ def test_grading_as_a_plain_user(open_folder):
     os.chmod(path, 0o644)
     report = _cli_grade(path, ("HOME_1000", str(home)), wrapper=("unshare", "-m", "sh", "-c", AS_A_PLAIN_USER, "sh"))
     assert report[SA]["score"] == 4, report[SA]
-    assert report[SDPA]["score"] == 0, report[SDPA]
+    assert report[SDPA]["score"] == WRONG_SDPA_EARNS, report[SDPA]
 
 
 @needs_root
@@ -291,7 +291,7 @@ def test_where_no_namespace_can_be_made_jobs_still_drop_to_an_unprivileged_uid(o
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout)
     assert report[SA]["score"] == 4, report[SA]
-    assert report[SDPA]["score"] == 0 and any("PermissionError" in m for m in report[SDPA]["messages"]), report[SDPA]
+    assert report[SDPA]["score"] == WRONG_SDPA_EARNS and any("PermissionError" in m for m in report[SDPA]["messages"]), report[SDPA]
     assert not os.stat(course).st_mode & 0o007, "the course is still open to other users"
     code = ("from autograder.grading.sandbox import isolation; print(isolation().description)")
     level = subprocess.run([*wrapper, sys.executable, "-c", code], cwd=course, env=env, capture_output=True, text=True)

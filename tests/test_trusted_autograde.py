@@ -31,6 +31,7 @@ from autograder.curriculum import LESSONS
 from autograder.grading import batch, sandbox
 from autograder.grading.batch import course_lock
 from autograder.lessons import IGNORED, REPO, source_notebook
+from tests.adversarial import WRONG_SDPA_EARNS
 from tests.nbcells import cell_with_id, solution_code
 
 LESSON = LESSONS["01_self_attention"]
@@ -73,9 +74,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None):
 STUDENTS = {  # student: (notebook's answers, trusted score per exercise)
     "ada": ("solution", POINTS),
     "bo": ("stubs", {name: 0 for name in POINTS}),
+    # Eve's unscaled attention earns what an honest unscaled one does (its dtype-device and gradient shares).
     # Eve's SelfAttention is right; it calls her own unscaled attention function, but is graded with a
     # correct one (one mistake costs one exercise).
-    "eve": ("faker", {"scaled_dot_product_attention": 0, "SelfAttention": POINTS["SelfAttention"]}),
+    "eve": ("faker", {"scaled_dot_product_attention": WRONG_SDPA_EARNS, "SelfAttention": POINTS["SelfAttention"]}),
     "mal": ("gradebook writer", {name: 0 for name in POINTS}),
 }
 TRUSTED = {student: float(sum(scores.values())) for student, (_, scores) in STUDENTS.items()}

@@ -33,6 +33,19 @@ LOOP_TIMEOUT = 3.0  # for notebooks whose code never finishes
 
 # The messages the grader gives, as phrases the cases look for.
 PASSES = "passes all"
+# What the honest wrong answers earn in the grade: a wrong formula still meets the requirements judged against
+# its own results (lesson 01: the unscaled attention its dtype-device and gradient shares, 2 of 6 points; the
+# module without its output projection its dtype-device share, 0.5 of 4, since no gradient reaches out_proj).
+# A hostile wrong answer deserves what its honest self earns; the cases grading the honest ones prove these.
+WRONG_SDPA_EARNS = 2.0
+WRONG_SA_EARNS = 0.5
+
+
+class AtMost(float):
+    """Deserved points for an attack that breaks its own process's results: never more than this (a tampered
+    comparison can cost its author the shares judged against their own results, never gain one)."""
+
+
 UNSCALED = "the scores are not scaled"  # the likely mistake named for WRONG_SDPA
 NO_OUT_PROJ = "the output projection is missing"  # the likely mistake named for WRONG_SA_BODY
 EXITED = "exited"

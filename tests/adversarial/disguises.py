@@ -5,12 +5,12 @@ answers gets scored. What comes back is copied into plain tensors and numbers be
 leaves the child, so a rigged __eq__ or __torch_function__ has nothing to act on.
 """
 
-from . import NO_OUT_PROJ, NOT_PLAIN, PASSES, SA, SDPA, UNSCALED, case, code, self_attention
+from . import NO_OUT_PROJ, NOT_PLAIN, PASSES, SA, SDPA, UNSCALED, case, code, self_attention, AtMost, WRONG_SA_EARNS, WRONG_SDPA_EARNS
 
 
-@case(SDPA, deserved=0, says=(UNSCALED,))
+@case(SDPA, deserved=WRONG_SDPA_EARNS, says=(UNSCALED,))
 def correct_only_inside_jupyter(ctx):
-    """Scaled only when it sees Jupyter (JPY_PARENT_PID, ipykernel, get_ipython, __name__ == "__main__"), unscaled elsewhere: graded as what runs in the grader, 0."""
+    """Scaled only when it sees Jupyter (JPY_PARENT_PID, ipykernel, get_ipython, __name__ == "__main__"), unscaled elsewhere: graded as what runs in the grader, what the wrong answer earns alone."""
     return code('''
         import os
         import sys
@@ -44,9 +44,9 @@ def correct_only_when_graded(ctx):
     ''')
 
 
-@case(SA, deserved=0, says=(NO_OUT_PROJ,))
+@case(SA, deserved=WRONG_SA_EARNS, says=(NO_OUT_PROJ,))
 def wrong_when_it_looks_like_a_grader(ctx):
-    """Right in the student's Jupyter, wrong when its cwd, PYTHONPATH, environment or module name look like a grading job: 0."""
+    """Right in the student's Jupyter, wrong when its cwd, PYTHONPATH, environment or module name look like a grading job: what the wrong answer earns alone."""
     return code('''
         import os
         import sys
@@ -64,9 +64,9 @@ def wrong_when_it_looks_like_a_grader(ctx):
     ''')
 
 
-@case(SDPA, deserved=0, says=(UNSCALED,))
+@case(SDPA, deserved=AtMost(WRONG_SDPA_EARNS), says=(UNSCALED,))
 def returns_a_tensor_that_always_agrees(ctx):
-    """A wrong answer returning a Tensor subclass whose __eq__, allclose, equal, isclose and __torch_function__ report a match with anything: 0."""
+    """A wrong answer returning a Tensor subclass whose __eq__, allclose, equal, isclose and __torch_function__ report a match with anything: at most what the wrong answer earns alone."""
     return code('''
         class Agreeable(torch.Tensor):
             @classmethod

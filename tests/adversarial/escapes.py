@@ -9,7 +9,7 @@ never the repository itself, so a grader that fails them harms nothing.
 from pathlib import Path
 
 from . import (CORRECT_SA, CORRECT_SDPA, EXITED, PASSES, SA, SDPA, WRONG_SA, WRONG_SDPA, answer, case, code,
-               lesson_notebook, write)
+               lesson_notebook, write, WRONG_SA_EARNS, WRONG_SDPA_EARNS)
 
 
 def _appends(paths, text):
@@ -51,9 +51,9 @@ def writes_next_to_the_notebook(ctx):
     ''') + _appends([ctx.folder / "grades.json", ctx.notebook], '{"SelfAttention": 4}')
 
 
-@case(SDPA, deserved=0, says=("FileNotFoundError",))
+@case(SDPA, deserved=WRONG_SDPA_EARNS, says=("FileNotFoundError",))
 def reads_the_reference_from_the_repository(ctx):
-    """A wrong answer whose cell replaces itself by the reference read from the repository's autograder/reference/: not there in the sandbox, 0."""
+    """A wrong answer whose cell replaces itself by the reference read from the repository's autograder/reference/: not there in the sandbox, what the wrong answer earns alone."""
     path = ctx.repo / "autograder" / "reference" / "attention.py"
     return WRONG_SDPA + code(f'''
         _namespace = {{}}
@@ -62,9 +62,9 @@ def reads_the_reference_from_the_repository(ctx):
     ''')
 
 
-@case(SA, deserved=0, says=("FileNotFoundError",))
+@case(SA, deserved=WRONG_SA_EARNS, says=("FileNotFoundError",))
 def reads_the_hidden_checks_from_the_repository(ctx):
-    """A wrong module whose cell reads the hidden checks and the reference from the repository's autograder/: not there in the sandbox, 0."""
+    """A wrong module whose cell reads the hidden checks and the reference from the repository's autograder/: not there in the sandbox, what the wrong answer earns alone."""
     hidden = ctx.repo / "autograder" / "checks" / "hidden" / "l01_self_attention.py"
     reference = ctx.repo / "autograder" / "reference" / "attention.py"
     return WRONG_SA + code(f'''
@@ -75,9 +75,9 @@ def reads_the_hidden_checks_from_the_repository(ctx):
     ''')
 
 
-@case(SDPA, deserved=0, says=("ModuleNotFoundError",))
+@case(SDPA, deserved=WRONG_SDPA_EARNS, says=("ModuleNotFoundError",))
 def imports_the_reference(ctx):
-    """A wrong answer whose cell then takes the reference's function from `import autograder.reference.attention`: no such module in the sandbox, 0."""
+    """A wrong answer whose cell then takes the reference's function from `import autograder.reference.attention`: no such module in the sandbox, what the wrong answer earns alone."""
     # Fetched by a string, so that the source check (which knows the name) leaves it to the sandbox.
     return WRONG_SDPA + code('''
         from autograder.reference import attention as reference
@@ -85,15 +85,15 @@ def imports_the_reference(ctx):
     ''')
 
 
-@case(SA, deserved=0, says=("ModuleNotFoundError",))
+@case(SA, deserved=WRONG_SA_EARNS, says=("ModuleNotFoundError",))
 def imports_the_hidden_checks(ctx):
-    """A wrong module whose cell then imports the hidden checks, to take the reference they hold: no such module in the sandbox, 0."""
+    """A wrong module whose cell then imports the hidden checks, to take the reference they hold: no such module in the sandbox, what the wrong answer earns alone."""
     return WRONG_SA + "from autograder.checks.hidden.l01_self_attention import SelfAttention\n"
 
 
-@case(SDPA, deserved=0, says=("LookupError", "nothing to steal"))
+@case(SDPA, deserved=WRONG_SDPA_EARNS, says=("LookupError", "nothing to steal"))
 def searches_memory_for_the_reference(ctx):
-    """A wrong answer whose cell searches sys.modules and every live object for the reference or the hidden checks: there are none in the child, 0."""
+    """A wrong answer whose cell searches sys.modules and every live object for the reference or the hidden checks: there are none in the child, what the wrong answer earns alone."""
     return WRONG_SDPA + code('''
         import gc
         import sys
@@ -106,9 +106,9 @@ def searches_memory_for_the_reference(ctx):
     ''')
 
 
-@case(SDPA, deserved=0, says=("running the answer cell of scaled_dot_product_attention raised",))
+@case(SDPA, deserved=WRONG_SDPA_EARNS, says=("running the answer cell of scaled_dot_product_attention raised",))
 def reads_the_reference_through_proc(ctx):
-    """A wrong answer whose cell reads the reference through /proc/<grader>/root and /proc/1/root (the filesystem as the grader sees it): 0, the attempt fails."""
+    """A wrong answer whose cell reads the reference through /proc/<grader>/root and /proc/1/root (the filesystem as the grader sees it): what the wrong answer earns alone, the attempt fails."""
     path = ctx.repo / "autograder" / "reference" / "attention.py"
     return WRONG_SDPA + code(f'''
         import os

@@ -11,7 +11,7 @@ import json
 import nbformat
 
 from . import (CORRECT_SA, CORRECT_SDPA, NO_OUT_PROJ, PASSES, SA, SDPA, UNSCALED, WRONG_SA, WRONG_SDPA, added, answer,
-               case, check_cell, code, lesson_notebook, write)
+               case, check_cell, code, lesson_notebook, write, WRONG_SA_EARNS, WRONG_SDPA_EARNS)
 
 NOT_A_NOTEBOOK = "not a notebook"
 ONLY_THE_FIRST = "only the first one is graded"
@@ -68,9 +68,9 @@ def odd_cells_around_the_answers(ctx):
     return ctx.notebook
 
 
-@case(deserved={SDPA: 6, SA: 0}, says={SDPA: (PASSES,), SA: (NO_OUT_PROJ,)})
+@case(deserved={SDPA: 6, SA: WRONG_SA_EARNS}, says={SDPA: (PASSES,), SA: (NO_OUT_PROJ,)})
 def renamed_notebook(ctx):
-    """The lesson saved as my_copy.ipynb, grade_ids intact: the lesson is found by its answer cells, right 6, wrong 0."""
+    """The lesson saved as my_copy.ipynb, grade_ids intact: the lesson is found by its answer cells, right 6, wrong what it earns alone."""
     return write(_right_and_wrong(), ctx.folder / "my_copy.ipynb")
 
 
@@ -80,15 +80,15 @@ def renamed_notebook_through_the_cli(ctx):
     return write(lesson_notebook(), ctx.folder / "my_copy.ipynb")
 
 
-@case(deserved={SDPA: 6, SA: 0}, says={SDPA: (PASSES,), SA: (NO_OUT_PROJ,)})
+@case(deserved={SDPA: 6, SA: WRONG_SA_EARNS}, says={SDPA: (PASSES,), SA: (NO_OUT_PROJ,)})
 def test_cells_deleted(ctx):
-    """Every test cell deleted: they never counted, right 6, wrong 0."""
+    """Every test cell deleted: they never counted, right 6, wrong what it earns alone."""
     return write(_without(_right_and_wrong(), lambda cell: not _is_test(cell)), ctx.notebook)
 
 
-@case(deserved={SDPA: 0, SA: 4}, says={SDPA: (UNSCALED,), SA: (PASSES,)})
+@case(deserved={SDPA: WRONG_SDPA_EARNS, SA: 4}, says={SDPA: (UNSCALED,), SA: (PASSES,)})
 def test_cells_edited(ctx):
-    """Test cells emptied, or rewritten to disarm check() and exit: they are never run, wrong 0, right 4."""
+    """Test cells emptied, or rewritten to disarm check() and exit: they are never run, wrong what it earns alone, right 4."""
     notebook = lesson_notebook([answer(WRONG_SDPA, SDPA)], [answer(CORRECT_SA, SA)])
     edits = iter(["pass\n", code('''
         import os
@@ -113,26 +113,26 @@ def test_cells_duplicated(ctx):
     return write(notebook, ctx.notebook)
 
 
-@case(deserved={SDPA: 6, SA: 0}, says={SDPA: (PASSES,), SA: (NO_OUT_PROJ,)})
+@case(deserved={SDPA: 6, SA: WRONG_SA_EARNS}, says={SDPA: (PASSES,), SA: (NO_OUT_PROJ,)})
 def metadata_stripped(ctx):
-    """Every cell's metadata stripped (nbstripout, another editor): answer cells found by what they define, right 6, wrong 0."""
+    """Every cell's metadata stripped (nbstripout, another editor): answer cells found by what they define, right 6, wrong what it earns alone."""
     notebook = _right_and_wrong()
     for cell in notebook.cells:
         cell.metadata = {}
     return write(notebook, ctx.notebook)
 
 
-@case(deserved={SDPA: 6, SA: 0}, says={SDPA: (PASSES, ONLY_THE_FIRST), SA: (NO_OUT_PROJ, ONLY_THE_FIRST)})
+@case(deserved={SDPA: 6, SA: WRONG_SA_EARNS}, says={SDPA: (PASSES, ONLY_THE_FIRST), SA: (NO_OUT_PROJ, ONLY_THE_FIRST)})
 def duplicate_grade_ids(ctx):
-    """Two answer cells for each exercise under the same grade_id: the first counts (a right then a wrong attention 6; a wrong then a right module 0), and the message says so."""
+    """Two answer cells for each exercise under the same grade_id: the first counts (a right then a wrong attention 6; a wrong then a right module what the wrong module earns alone), and the message says so."""
     notebook = lesson_notebook([answer(CORRECT_SDPA, SDPA), answer(WRONG_SDPA, SDPA)],
                                [answer(WRONG_SA, SA), answer(CORRECT_SA, SA)])
     return write(notebook, ctx.notebook)
 
 
-@case(deserved={SDPA: 0, SA: 4}, says={SDPA: (UNSCALED,), SA: (PASSES,)})
+@case(deserved={SDPA: WRONG_SDPA_EARNS, SA: 4}, says={SDPA: (UNSCALED,), SA: (PASSES,)})
 def hostile_added_cells(ctx):
-    """Cells the student added: one that disarms the checks, one that redefines attention correctly after the wrong answer, one that exits, one that never ends: none runs, wrong 0, right 4."""
+    """Cells the student added: one that disarms the checks, one that redefines attention correctly after the wrong answer, one that exits, one that never ends: none runs, wrong what it earns alone, right 4."""
     notebook = lesson_notebook(
         [added(code('''
             import torch

@@ -6,14 +6,14 @@ left. tests/test_sandbox.py proves the same rules directly (system calls, channe
 two graders at once, the isolation levels).
 """
 
-from . import CORRECT_SA, EXITED, PASSES, SA, SDPA, SWITCHED_OFF, UNSCALED, WRONG_SA, WRONG_SDPA, case, code
+from . import CORRECT_SA, EXITED, PASSES, SA, SDPA, SWITCHED_OFF, UNSCALED, WRONG_SA, WRONG_SDPA, case, code, WRONG_SDPA_EARNS
 
 REFUSED = "refused by the sandbox"
 
 
-@case(SDPA, deserved=0, says=(UNSCALED, REFUSED))
+@case(SDPA, deserved=WRONG_SDPA_EARNS, says=(UNSCALED, REFUSED))
 def mounts_the_disk_again_to_read_the_reference(ctx):
-    """A wrong answer whose cell bind-mounts / again under its folder, remounts it read-write and executes the reference found there (what root with CAP_SYS_ADMIN could): mount(2) is refused, 0."""
+    """A wrong answer whose cell bind-mounts / again under its folder, remounts it read-write and executes the reference found there (what root with CAP_SYS_ADMIN could): mount(2) is refused, what the wrong answer earns alone."""
     return WRONG_SDPA + code(f'''
         import ctypes, os
         _libc = ctypes.CDLL(None, use_errno=True)

@@ -5,15 +5,15 @@ what it does to the child only changes what the student's own code returns.
 """
 
 from . import (CORRECT_SA, CORRECT_SDPA, NO_OUT_PROJ, NOT_PLAIN, PASSES, SA, SDPA, UNSCALED, WRONG_SA, WRONG_SDPA, added, answer,
-               case, code)
+               case, code, AtMost, WRONG_SA_EARNS, WRONG_SDPA_EARNS)
 
 # The child keeps the exercises' results only when they are one per check the grader ran.
 FORGED = "don't match the checks"
 
 
-@case(SDPA, deserved=0, says=(UNSCALED,))
+@case(SDPA, deserved=AtMost(WRONG_SDPA_EARNS), says=(UNSCALED,))
 def patches_torch_comparisons(ctx):
-    """A wrong answer whose cell makes torch.allclose/equal/isclose/testing.assert_close and Tensor.__eq__ always agree: 0, the mistake is named."""
+    """A wrong answer whose cell makes torch.allclose/equal/isclose/testing.assert_close and Tensor.__eq__ always agree: at most what the wrong answer earns alone, the mistake is named."""
     return WRONG_SDPA + code('''
         import torch
         import torch.testing
@@ -25,9 +25,9 @@ def patches_torch_comparisons(ctx):
     ''')
 
 
-@case(SA, deserved=0, says=(NO_OUT_PROJ,))
+@case(SA, deserved=WRONG_SA_EARNS, says=(NO_OUT_PROJ,))
 def patches_every_assert_close(ctx):
-    """A wrong module whose cell replaces every assert_close and check it can name (its own globals, torch.testing, builtins): 0."""
+    """A wrong module whose cell replaces every assert_close and check it can name (its own globals, torch.testing, builtins): what the wrong answer earns alone."""
     return WRONG_SA + code('''
         import builtins
         import torch.testing
@@ -38,9 +38,9 @@ def patches_every_assert_close(ctx):
     ''')
 
 
-@case(SDPA, deserved=0, says=("the softmax runs over the queries",))
+@case(SDPA, deserved=WRONG_SDPA_EARNS, says=("the softmax runs over the queries",))
 def patches_torch_softmax(ctx):
-    """A softmax over the queries, disguised by making torch.softmax and F.softmax use that axis for everyone (a reference run here would agree): 0."""
+    """A softmax over the queries, disguised by making torch.softmax and F.softmax use that axis for everyone (a reference run here would agree): what the wrong answer earns alone."""
     return code('''
         import torch
         import torch.nn.functional
@@ -58,9 +58,9 @@ def patches_torch_softmax(ctx):
     ''')
 
 
-@case(SA, deserved=0, says=(NO_OUT_PROJ,))
+@case(SA, deserved=WRONG_SA_EARNS, says=(NO_OUT_PROJ,))
 def patches_numpy(ctx):
-    """A wrong module whose cell makes numpy's allclose/isclose/array_equal and numpy.testing always agree: 0."""
+    """A wrong module whose cell makes numpy's allclose/isclose/array_equal and numpy.testing always agree: what the wrong answer earns alone."""
     return WRONG_SA + code('''
         import numpy
         import numpy.testing
@@ -70,9 +70,9 @@ def patches_numpy(ctx):
     ''')
 
 
-@case(SDPA, deserved=0, says=(UNSCALED,))
+@case(SDPA, deserved=WRONG_SDPA_EARNS, says=(UNSCALED,))
 def patches_the_check_library(ctx):
-    """A wrong answer whose cell rewires autograder.checks (check, compare, public, and hidden if it can) to report success: 0."""
+    """A wrong answer whose cell rewires autograder.checks (check, compare, public, and hidden if it can) to report success: what the wrong answer earns alone."""
     return WRONG_SDPA + code('''
         import autograder.checks
         import autograder.checks.compare as compare
@@ -92,9 +92,9 @@ def patches_the_check_library(ctx):
     ''')
 
 
-@case(SA, deserved=0, says=(NO_OUT_PROJ,))
+@case(SA, deserved=WRONG_SA_EARNS, says=(NO_OUT_PROJ,))
 def tampers_from_an_added_cell(ctx):
-    """A wrong module, and a cell the student added above it that patches torch.testing, the check library and redefines check: 0."""
+    """A wrong module, and a cell the student added above it that patches torch.testing, the check library and redefines check: what the wrong answer earns alone."""
     tamper = added(code('''
         import torch
         import autograder.checks
@@ -107,9 +107,9 @@ def tampers_from_an_added_cell(ctx):
     return [tamper, answer(WRONG_SA, SA)]
 
 
-@case(SDPA, deserved=0, says=(UNSCALED,))
+@case(SDPA, deserved=WRONG_SDPA_EARNS, says=(UNSCALED,))
 def hooks_ipython(ctx):
-    """A wrong answer whose cell installs IPython input transformers, a custom exception handler, a silent showtraceback and a post-run hook (guarded: no IPython in the grader): 0."""
+    """A wrong answer whose cell installs IPython input transformers, a custom exception handler, a silent showtraceback and a post-run hook (guarded: no IPython in the grader): what the wrong answer earns alone."""
     return WRONG_SDPA + code('''
         import IPython
 
