@@ -237,8 +237,8 @@ def test_every_import_in_a_bundle_is_satisfied_by_its_requirements(release, less
 
 def test_nbgrader_generate_assignment_writes_what_make_lessons_wrote(tmp_path, jupyter_env):
     """The documented registration (`nbgrader generate_assignment --force <lesson>`) leaves lessons/
-    as it is: lesson 07's solution run saved tqdm's widget state, which neither may ship."""
-    name = "07_language_model"
+    as it is: lesson 06's solution run saved tqdm's widget state, which neither may ship."""
+    name = "06_full_model"
     assert "widgets" in nbformat.read(source_notebook(name), as_version=4).metadata, \
         "the solution no longer carries widget state: pick a lesson whose solution does"
     shutil.copy(REPO / "nbgrader_config.py", tmp_path)
