@@ -80,7 +80,6 @@ def on_device(probe, device):
 # (float32 for float64, the CPU for another device, dropout=0 for eval-mode dropout), which the runner
 # runs too, with gradients so that the grader sees what the output depends on (compare.py judges it).
 # Which aspect a requirement is about is read in its key: "dtype-device" is about both.
-_TWIN_ASPECTS = ("dtype", "device", "dropout")
 # Keys of a probe that its twin does without: a twin checks values, never a cost, a rule or a relation.
 _NOT_TWINNED = ("relation", "count_ops", "op_limit", "memory_budget", "source_rule", "plain", "grad_outputs",
                 "expect_error", "hint", "fallback_hint")
